@@ -1,0 +1,1 @@
+"""Speed and size measurements of olympia (see benchmarks/README.md)."""

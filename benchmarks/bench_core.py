@@ -1,0 +1,871 @@
+"""Core benchmark: bulk load, single-object commits and lookups, against a SQL catalog peer.
+
+For each catalog size N (default 10^3, 10^4, 10^5, 10^6 table objects spread
+over 100 namespaces) this measures, on a local-directory olympia catalog with
+the default definition (node order 128, zstd):
+
+1. bulk load: all N objects in one commit (``tree.apply`` + ``CatalogStore.commit``):
+   wall time, files and bytes written, peak RSS;
+2. single-object commits: update one random existing table per commit: files
+   and bytes written per commit (expected: the root plus one node per level
+   below it) and latency;
+3. lookup of a random table key: cold (a fresh ``load_catalog`` per lookup)
+   and warm (one ``Catalog`` reused, caches filled);
+4. the same operations on the peer, PyIceberg's ``SqlCatalog`` on SQLite,
+   holding the same N table entries, and the olympia/peer latency ratios.
+
+Every size runs in its own child process, so that its peak RSS is its own.
+Nothing here asserts on timings; this is a measurement, not a test.
+
+Run from the project root::
+
+    python -m benchmarks.bench_core            # all sizes, writes benchmarks/results/
+    python -m benchmarks.bench_core --quick    # 10^3 and 10^4 only, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import json
+import os
+import platform
+import random
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import olympia
+from olympia import tree
+from olympia.keys import KeyCodec
+from olympia.proto.actions_pb2 import TABLE_UPDATE, Action
+from olympia.proto.objects_pb2 import Table
+from olympia.store import CatalogStore, Root
+
+HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent
+DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
+QUICK_SIZES = (1_000, 10_000)
+N_NAMESPACES = 100
+PEER_CATALOG_NAME = "bench"
+
+
+# --- the data set --------------------------------------------------------------
+
+
+def namespace_of(j: int) -> str:
+    return f"ns_{j % N_NAMESPACES:03d}"
+
+
+def table_name(j: int) -> str:
+    return f"tbl_{j:08d}"
+
+
+def metadata_location(j: int, generation: int) -> str:
+    """An Iceberg-like metadata.json location of about 60 bytes."""
+    return f"s3://wh/{namespace_of(j)}/{table_name(j)}/metadata/{generation:05d}-{j:08x}.json"
+
+
+def table_value(j: int, generation: int) -> bytes:
+    """The serialized ``olympia.v1.Table`` of table ``j``."""
+    return Table(
+        namespace=namespace_of(j),
+        name=table_name(j),
+        format="iceberg",
+        metadata_location=metadata_location(j, generation),
+    ).SerializeToString()
+
+
+def table_ids_in_key_order(n: int) -> Iterator[int]:
+    """Table ids 0..n-1 in the order of their keys (namespace first, then name)."""
+    for ns in range(min(n, N_NAMESPACES)):
+        yield from range(ns, n, N_NAMESPACES)
+
+
+# --- small helpers -------------------------------------------------------------
+
+
+def percentile(data: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``data``, linear interpolation between order statistics."""
+    s = sorted(data)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(data: Sequence[float]) -> float:
+    return statistics.median(data) if data else float("nan")
+
+
+def rss_now_kb() -> int | None:
+    """Current resident set size (Linux), in KiB."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def peak_rss_kb() -> int:
+    """Peak resident set size of this process so far, in KiB (``ru_maxrss``)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes
+
+
+def dir_bytes(path: str) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(folder, name)).st_size
+    return total
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- results of one size -------------------------------------------------------
+
+
+@dataclass
+class SizeResult:
+    n: int
+    height: int = 0
+    gen_s: float = 0.0
+    bulk_apply_s: float = 0.0
+    bulk_write_s: float = 0.0
+    bulk_files: int = 0
+    bulk_bytes: int = 0
+    catalog_dir_bytes: int = 0
+    rss_before_bulk_kb: int | None = None
+    peak_rss_after_bulk_kb: int = 0
+    commit_files: list[int] = field(default_factory=list)
+    commit_bytes: list[int] = field(default_factory=list)
+    commit_s: list[float] = field(default_factory=list)
+    cold_open_s: list[float] = field(default_factory=list)
+    cold_lookup_s: list[float] = field(default_factory=list)
+    warm_latest_s: list[float] = field(default_factory=list)
+    warm_pinned_s: list[float] = field(default_factory=list)
+    peer: bool = False
+    peer_bulk_s: float = 0.0
+    peer_db_bytes: int = 0
+    peer_commit_s: list[float] = field(default_factory=list)
+    peer_nsprops_commit_s: list[float] = field(default_factory=list)
+    peer_cold_open_s: list[float] = field(default_factory=list)
+    peer_cold_lookup_s: list[float] = field(default_factory=list)
+    peer_warm_lookup_s: list[float] = field(default_factory=list)
+    peer_cold_exists_s: list[float] = field(default_factory=list)
+    peer_warm_exists_s: list[float] = field(default_factory=list)
+    peer_skip_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Params:
+    commits: int
+    cold: int
+    warm: int
+    seed: int
+    tmp: str | None
+    peer: bool
+
+
+# --- olympia -------------------------------------------------------------------
+
+
+def olympia_update(store: CatalogStore, key: str, value: bytes) -> Root:
+    """One single-object commit: read the latest root, replace one value, publish.
+
+    The root carries one TABLE_UPDATE action row, as a table update made
+    through the catalog API would.
+    """
+    version = store.latest_version()
+    base = store.load_root(version)
+    txn = store.new_transaction_id()
+    action = Action(
+        type=TABLE_UPDATE,
+        object_key=key,
+        table=Table.FromString(value),
+        update_fields=["metadata_location"],
+        transaction_id=txn,
+    ).SerializeToString()
+    new_root = tree.apply(base.node, [(key, value)], base.order, store.load_node)
+    return store.commit(
+        version + 1,
+        new_root,
+        base.definition,
+        txn,
+        actions=[(key, action)],
+        previous_root=base.path,
+        begin_version=version,
+        isolation="snapshot",
+    )
+
+
+def bench_olympia(n: int, tmp: str, params: Params, res: SizeResult) -> None:
+    rng = random.Random(params.seed)
+    location = os.path.join(tmp, "olympia")
+    cat = olympia.create_catalog(location)  # default definition: order 128, zstd
+    store = cat.store
+    keys: KeyCodec = cat.latest().keys
+
+    t0 = time.perf_counter()
+    changes = [
+        (keys.table(namespace_of(j), table_name(j)), table_value(j, 1))
+        for j in table_ids_in_key_order(n)
+    ]
+    res.gen_s = time.perf_counter() - t0
+    res.rss_before_bulk_kb = rss_now_kb()
+    log(f"[N={n}] generated {len(changes)} objects in {res.gen_s:.1f} s; bulk loading")
+
+    base = store.load_root(0)
+    gc.collect()
+    t0 = time.perf_counter()
+    new_root = tree.apply(base.node, changes, base.order, store.load_node)
+    t1 = time.perf_counter()
+    done = store.commit(
+        1, new_root, base.definition, store.new_transaction_id(), previous_root=base.path
+    )
+    t2 = time.perf_counter()
+    res.bulk_apply_s, res.bulk_write_s = t1 - t0, t2 - t1
+    res.bulk_files, res.bulk_bytes = store.last_write.files, store.last_write.bytes
+    res.peak_rss_after_bulk_kb = peak_rss_kb()
+    res.height = done.node.height
+    res.catalog_dir_bytes = dir_bytes(location)
+    del changes, new_root
+    gc.collect()
+    log(
+        f"[N={n}] bulk load {t2 - t0:.2f} s ({res.bulk_files} files, "
+        f"{res.bulk_bytes / 1e6:.1f} MB); single-object commits"
+    )
+
+    def random_key() -> tuple[int, str]:
+        j = rng.randrange(n)
+        return j, keys.table(namespace_of(j), table_name(j))
+
+    j, key = random_key()
+    olympia_update(store, key, table_value(j, 2))  # warm-up, not measured
+    for i in range(params.commits):
+        j, key = random_key()
+        value = table_value(j, 3 + i)
+        res.commit_s.append(timed(lambda key=key, value=value: olympia_update(store, key, value)))
+        res.commit_files.append(store.last_write.files)
+        res.commit_bytes.append(store.last_write.bytes)
+    cat.close()
+
+    log(f"[N={n}] olympia lookups")
+    for _ in range(params.cold):
+        j, key = random_key()
+        gc.collect()
+        t0 = time.perf_counter()
+        fresh = olympia.load_catalog(location)
+        t1 = time.perf_counter()
+        raw = fresh.latest().get(key)
+        t2 = time.perf_counter()
+        fresh.close()
+        if raw is None or Table.FromString(raw).name != table_name(j):
+            raise RuntimeError(f"olympia lookup of {key.rstrip()!r} returned {raw!r}")
+        res.cold_open_s.append(t1 - t0)
+        res.cold_lookup_s.append(t2 - t0)
+
+    cat = olympia.load_catalog(location)
+    sample = [random_key()[1] for _ in range(params.warm)]
+    pinned = cat.latest()
+    for key in sample:  # fill the caches
+        if cat.latest().get(key) is None:
+            raise RuntimeError(f"olympia lookup of {key.rstrip()!r} found nothing")
+    gc.collect()
+    for key in sample:
+        res.warm_latest_s.append(timed(lambda key=key: cat.latest().get(key)))
+    for key in sample:
+        res.warm_pinned_s.append(timed(lambda key=key: pinned.get(key)))
+    cat.close()
+
+
+# --- the peer: PyIceberg SqlCatalog on SQLite ----------------------------------
+
+
+def bench_peer(n: int, tmp: str, params: Params, res: SizeResult) -> None:
+    import sqlite3
+
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+    from sqlalchemy import select, update
+    from sqlalchemy.orm import Session
+
+    rng = random.Random(params.seed + 1)
+    db_path = os.path.join(tmp, "peer.db")
+    warehouse = os.path.join(tmp, "wh")
+    os.makedirs(warehouse, exist_ok=True)
+
+    def open_peer() -> SqlCatalog:
+        return SqlCatalog(
+            PEER_CATALOG_NAME, uri=f"sqlite:///{db_path}", warehouse=f"file://{warehouse}"
+        )
+
+    peer = open_peer()  # creates the catalog tables
+
+    # Bulk population through SQL, into the tables SqlCatalog created.
+    log(f"[N={n}] peer: bulk insert")
+    rows = [
+        (PEER_CATALOG_NAME, namespace_of(j), table_name(j), metadata_location(j, 1), None, "TABLE")
+        for j in table_ids_in_key_order(n)
+    ]
+    t0 = time.perf_counter()
+    with contextlib.closing(sqlite3.connect(db_path)) as con, con:
+        con.executemany(
+            "INSERT INTO iceberg_namespace_properties"
+            " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
+            [
+                (PEER_CATALOG_NAME, namespace_of(i), "exists", "true")
+                for i in range(min(n, N_NAMESPACES))
+            ],
+        )
+        con.executemany(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
+            " metadata_location, previous_metadata_location, iceberg_type)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    res.peer_bulk_s = time.perf_counter() - t0
+    del rows
+
+    def where_table(ns: str, name: str) -> Any:
+        """The WHERE clause SqlCatalog.load_table uses for one table."""
+        return (
+            (IcebergTables.catalog_name == PEER_CATALOG_NAME)
+            & (IcebergTables.table_namespace == ns)
+            & (IcebergTables.table_name == name)
+            & ((IcebergTables.iceberg_type == "TABLE") | IcebergTables.iceberg_type.is_(None))
+        )
+
+    def entry_lookup(cat: SqlCatalog, ns: str, name: str) -> str | None:
+        """The catalog-entry read of SqlCatalog.load_table: the same SELECT, in a
+        new Session on the catalog's engine, without reading metadata.json."""
+        with Session(cat.engine) as session:
+            row = session.scalar(select(IcebergTables).where(where_table(ns, name)))
+            return None if row is None else row.metadata_location
+
+    def cas_update(cat: SqlCatalog, ns: str, name: str, new_location: str) -> None:
+        """SqlCatalog.commit_table's catalog commit: read the current entry,
+        then the compare-and-swap UPDATE of its row, and COMMIT."""
+        current = entry_lookup(cat, ns, name)
+        with Session(cat.engine) as session:
+            result = session.execute(
+                update(IcebergTables)
+                .where(where_table(ns, name), IcebergTables.metadata_location == current)
+                .values(metadata_location=new_location, previous_metadata_location=current)
+            )
+            matched = getattr(result, "rowcount", None)
+            if matched != 1:
+                raise RuntimeError(f"peer update of {ns}.{name} matched {matched} rows")
+            session.commit()
+
+    log(f"[N={n}] peer: single-entry commits")
+    j = rng.randrange(n)
+    cas_update(peer, namespace_of(j), table_name(j), metadata_location(j, 2))  # warm-up
+    for i in range(params.commits):
+        j = rng.randrange(n)
+        ns, name, loc = namespace_of(j), table_name(j), metadata_location(j, 3 + i)
+        res.peer_commit_s.append(
+            timed(lambda ns=ns, name=name, loc=loc: cas_update(peer, ns, name, loc))
+        )
+    for i in range(params.commits):
+        ns = namespace_of(rng.randrange(n))
+        res.peer_nsprops_commit_s.append(
+            timed(
+                lambda ns=ns, i=i: peer.update_namespace_properties(
+                    ns, updates={"bench.counter": str(i)}
+                )
+            )
+        )
+
+    log(f"[N={n}] peer: lookups")
+    for _ in range(params.cold):
+        j = rng.randrange(n)
+        gc.collect()
+        t0 = time.perf_counter()
+        fresh = open_peer()
+        t1 = time.perf_counter()
+        loc = entry_lookup(fresh, namespace_of(j), table_name(j))
+        t2 = time.perf_counter()
+        fresh.close()
+        if loc is None:
+            raise RuntimeError(f"peer lookup of table {j} found nothing")
+        res.peer_cold_open_s.append(t1 - t0)
+        res.peer_cold_lookup_s.append(t2 - t0)
+
+    sample = [rng.randrange(n) for _ in range(params.warm)]
+    for j in sample:  # fill the caches
+        entry_lookup(peer, namespace_of(j), table_name(j))
+    gc.collect()
+    for j in sample:
+        ns, name = namespace_of(j), table_name(j)
+        res.peer_warm_lookup_s.append(timed(lambda ns=ns, name=name: entry_lookup(peer, ns, name)))
+
+    # SqlCatalog.table_exists (the public API) loads the table, which reads and
+    # parses its metadata.json: point a sample of entries at a real one.
+    peer.create_namespace("bench_meta")
+    schema = Schema(NestedField(field_id=1, name="id", field_type=LongType(), required=False))
+    template = peer.create_table(("bench_meta", "template"), schema=schema)
+    real_location = template.metadata_location
+    peer.drop_table(("bench_meta", "template"))
+    peer.drop_namespace("bench_meta")
+    exists_sample = sorted({rng.randrange(n) for _ in range(64)})
+    with contextlib.closing(sqlite3.connect(db_path)) as con, con:
+        con.executemany(
+            "UPDATE iceberg_tables SET metadata_location = ?"
+            " WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+            [
+                (real_location, PEER_CATALOG_NAME, namespace_of(j), table_name(j))
+                for j in exists_sample
+            ],
+        )
+    for _ in range(params.cold):
+        j = rng.choice(exists_sample)
+        gc.collect()
+        t0 = time.perf_counter()
+        fresh = open_peer()
+        found = fresh.table_exists((namespace_of(j), table_name(j)))
+        t1 = time.perf_counter()
+        fresh.close()
+        if not found:
+            raise RuntimeError(f"peer table_exists of table {j} returned False")
+        res.peer_cold_exists_s.append(t1 - t0)
+    ids = [rng.choice(exists_sample) for _ in range(params.warm)]
+    for j in exists_sample:
+        peer.table_exists((namespace_of(j), table_name(j)))
+    gc.collect()
+    for j in ids:
+        ident = (namespace_of(j), table_name(j))
+        res.peer_warm_exists_s.append(timed(lambda ident=ident: peer.table_exists(ident)))
+    peer.close()
+    res.peer_db_bytes = os.path.getsize(db_path)
+    res.peer = True
+
+
+# --- one size, in a child process ----------------------------------------------
+
+
+def run_size(n: int, params: Params) -> SizeResult:
+    res = SizeResult(n=n)
+    tmp = tempfile.mkdtemp(prefix=f"olympia-bench-{n}-", dir=params.tmp)
+    try:
+        bench_olympia(n, tmp, params, res)
+        if params.peer:
+            try:
+                import pyiceberg.catalog.sql  # noqa: F401
+            except ImportError as exc:
+                res.peer_skip_reason = f"pyiceberg[sql-sqlite] is not installed ({exc})"
+            else:
+                bench_peer(n, tmp, params, res)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def run_size_in_child(n: int, args: argparse.Namespace) -> SizeResult:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    try:
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            str(n),
+            "--worker-out",
+            out,
+            "--commits",
+            str(args.commits),
+            "--cold",
+            str(args.cold),
+            "--warm",
+            str(args.warm),
+            "--seed",
+            str(args.seed),
+        ]
+        if args.tmp:
+            cmd += ["--tmp", args.tmp]
+        if args.no_peer:
+            cmd.append("--no-peer")
+        subprocess.run(cmd, check=True, cwd=PROJECT_ROOT)
+        with open(out) as f:
+            return SizeResult(**json.load(f))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(out)
+
+
+# --- the report ----------------------------------------------------------------
+
+
+def ms(x: float) -> str:
+    return f"{x * 1e3:.2f}"
+
+
+def us(x: float) -> str:
+    return f"{x * 1e6:.0f}"
+
+
+def ratio(a: Sequence[float], b: Sequence[float]) -> str:
+    if not a or not b:
+        return "n/a"
+    return f"{median(a) / median(b):.2f}"
+
+
+def mb(x: float) -> str:
+    return f"{x / 1e6:.1f}"
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt_n(n: int) -> str:
+    exp = len(str(n)) - 1
+    return f"10^{exp}" if n == 10**exp else f"{n:,}"
+
+
+def span(values: Sequence[int]) -> str:
+    if not values:
+        return "n/a"
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def report_tables(results: Sequence[SizeResult]) -> str:
+    parts: list[str] = []
+    parts.append(
+        "### Summary: olympia / peer latency ratios (medians; < 1 means olympia is faster)"
+    )
+    parts.append(
+        md_table(
+            ["N", "commit", "cold lookup", "warm lookup", "warm lookup vs table_exists"],
+            [
+                [
+                    fmt_n(r.n),
+                    ratio(r.commit_s, r.peer_commit_s),
+                    ratio(r.cold_lookup_s, r.peer_cold_lookup_s),
+                    ratio(r.warm_latest_s, r.peer_warm_lookup_s),
+                    ratio(r.warm_latest_s, r.peer_warm_exists_s),
+                ]
+                for r in results
+            ],
+        )
+    )
+    parts.append("### 1. Bulk load: N objects in one commit")
+    parts.append(
+        md_table(
+            [
+                "N",
+                "tree height",
+                "apply s",
+                "write s",
+                "total s",
+                "files",
+                "MB written",
+                "MB on disk",
+                "peak RSS MB",
+                "RSS before bulk MB",
+                "(objects built s)",
+                "peer bulk INSERT s",
+                "peer db MB",
+            ],
+            [
+                [
+                    fmt_n(r.n),
+                    str(r.height),
+                    f"{r.bulk_apply_s:.2f}",
+                    f"{r.bulk_write_s:.2f}",
+                    f"{r.bulk_apply_s + r.bulk_write_s:.2f}",
+                    str(r.bulk_files),
+                    mb(r.bulk_bytes),
+                    mb(r.catalog_dir_bytes),
+                    f"{r.peak_rss_after_bulk_kb / 1024:.0f}",
+                    "n/a" if r.rss_before_bulk_kb is None else f"{r.rss_before_bulk_kb / 1024:.0f}",
+                    f"{r.gen_s:.2f}",
+                    f"{r.peer_bulk_s:.2f}" if r.peer else "n/a",
+                    mb(r.peer_db_bytes) if r.peer else "n/a",
+                ]
+                for r in results
+            ],
+        )
+    )
+    parts.append("### 2. Single-object commits (update one random existing table)")
+    parts.append(
+        md_table(
+            [
+                "N",
+                "commits",
+                "files/commit",
+                "expected (height+1)",
+                "KB/commit median",
+                "KB/commit max",
+                "olympia ms p50",
+                "olympia ms p90",
+                "peer CAS UPDATE ms p50",
+                "peer ms p90",
+                "ratio p50",
+                "peer update_namespace_properties ms p50",
+            ],
+            [
+                [
+                    fmt_n(r.n),
+                    str(len(r.commit_s)),
+                    span(r.commit_files),
+                    str(r.height + 1),
+                    f"{median(r.commit_bytes) / 1e3:.1f}",
+                    f"{max(r.commit_bytes, default=0) / 1e3:.1f}",
+                    ms(median(r.commit_s)),
+                    ms(percentile(r.commit_s, 0.9)),
+                    ms(median(r.peer_commit_s)) if r.peer else "n/a",
+                    ms(percentile(r.peer_commit_s, 0.9)) if r.peer else "n/a",
+                    ratio(r.commit_s, r.peer_commit_s),
+                    ms(median(r.peer_nsprops_commit_s)) if r.peer else "n/a",
+                ]
+                for r in results
+            ],
+        )
+    )
+    parts.append("### 3. Lookup of a random table key")
+    parts.append(
+        md_table(
+            [
+                "N",
+                "olympia cold ms p50",
+                "olympia cold ms p90",
+                "(of which open ms p50)",
+                "peer cold ms p50",
+                "peer cold ms p90",
+                "(of which open ms p50)",
+                "cold ratio",
+                "olympia warm us p50",
+                "olympia warm us p90",
+                "(pinned version us p50)",
+                "peer warm us p50",
+                "peer warm us p90",
+                "warm ratio",
+                "peer table_exists cold ms p50",
+                "peer table_exists warm us p50",
+            ],
+            [
+                [
+                    fmt_n(r.n),
+                    ms(median(r.cold_lookup_s)),
+                    ms(percentile(r.cold_lookup_s, 0.9)),
+                    ms(median(r.cold_open_s)),
+                    ms(median(r.peer_cold_lookup_s)) if r.peer else "n/a",
+                    ms(percentile(r.peer_cold_lookup_s, 0.9)) if r.peer else "n/a",
+                    ms(median(r.peer_cold_open_s)) if r.peer else "n/a",
+                    ratio(r.cold_lookup_s, r.peer_cold_lookup_s),
+                    us(median(r.warm_latest_s)),
+                    us(percentile(r.warm_latest_s, 0.9)),
+                    us(median(r.warm_pinned_s)),
+                    us(median(r.peer_warm_lookup_s)) if r.peer else "n/a",
+                    us(percentile(r.peer_warm_lookup_s, 0.9)) if r.peer else "n/a",
+                    ratio(r.warm_latest_s, r.peer_warm_lookup_s),
+                    ms(median(r.peer_cold_exists_s)) if r.peer else "n/a",
+                    us(median(r.peer_warm_exists_s)) if r.peer else "n/a",
+                ]
+                for r in results
+            ],
+        )
+    )
+    skipped = {r.peer_skip_reason for r in results if r.peer_skip_reason}
+    if skipped:
+        parts.append("Peer skipped: " + "; ".join(sorted(skipped)))
+    return "\n\n".join(parts)
+
+
+METHOD = """\
+### What was measured
+
+- Data: N `olympia.v1.Table` objects (about 96 bytes serialized, with a
+  `metadata_location` of about 60 bytes), keys from `KeyCodec.table(namespace,
+  name)`, spread evenly over 100 namespaces. Catalog on a local directory,
+  default definition (node order 128, zstd). Each size runs in a fresh child
+  process.
+- Bulk load: `tree.apply` of all N sorted changes onto the empty version 0,
+  then `CatalogStore.commit` of version 1 (no action rows). "apply" is the
+  in-memory tree build, "write" is encoding, hashing and writing the files
+  (with fsync). "objects built" (building keys and serialized values) is not
+  part of the total. Peak RSS is `ru_maxrss` of the child right after the bulk
+  load; "RSS before bulk" is its RSS with the N changes built in memory.
+- Single-object commit (olympia): `latest_version()` (probing storage), load
+  that root, `tree.apply` of one changed value, `CatalogStore.commit` with one
+  TABLE_UPDATE action row. Files and bytes are `CatalogStore.last_write`.
+  The writer's `CatalogStore` is long-lived (its node cache is warm).
+- Single-entry commit (peer): what `SqlCatalog.commit_table` does in the
+  catalog: read the entry (the SELECT of `load_table`), then the
+  compare-and-swap `UPDATE iceberg_tables ... WHERE metadata_location = <current>`
+  and COMMIT, each in a SQLAlchemy `Session` on the `SqlCatalog`'s engine.
+  It leaves out writing a new metadata.json, which olympia's number leaves
+  out too. SQLite runs with its defaults (rollback journal, synchronous=FULL),
+  so both sides make the commit durable with fsync. The public
+  `update_namespace_properties` is shown for reference.
+- Cold lookup: olympia: `load_catalog(uri)` then `.latest().get(key)` (new
+  store, empty caches); peer: a new `SqlCatalog(...)` (new engine and
+  connection) then the entry SELECT. Both include opening; the open share is
+  shown. The OS page cache is warm on both sides.
+- Warm lookup: one open catalog, the caches filled by one pass over 1000
+  random keys, then a timed pass over the same keys. olympia:
+  `catalog.latest().get(key)` (probes the latest version on storage each
+  time, so reads are fresh); "pinned version" reuses one `CatalogVersion`.
+  Peer: the entry SELECT through the same `SqlCatalog`'s engine.
+- `table_exists`: PyIceberg's public lookup; it loads the table, that is, reads
+  and parses the metadata.json (a small real one, for a sample of 64 entries).
+  Shown for reference; the ratios use the entry SELECT.
+- Ratios are olympia median / peer median.
+"""
+
+
+def machine_info() -> list[tuple[str, str]]:
+    info: list[tuple[str, str]] = []
+    cpus = os.cpu_count() or 0
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = cpus
+    info.append(("nproc", str(usable) + ("" if usable == cpus else f" (of {cpus})")))
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    info.append(("cpu", model or platform.processor() or "unknown"))
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        info.append(("memory", f"{kb / 1024 / 1024:.1f} GiB"))
+    info.append(("os", platform.platform()))
+    info.append(("python", f"{platform.python_implementation()} {platform.python_version()}"))
+    versions = []
+    for module in ("olympia", "pyarrow", "google.protobuf", "pyiceberg", "sqlalchemy"):
+        with contextlib.suppress(ImportError):
+            mod = __import__(module, fromlist=["__version__"])
+            versions.append(f"{module} {getattr(mod, '__version__', '?')}")
+    import sqlite3
+
+    versions.append(f"sqlite {sqlite3.sqlite_version}")
+    info.append(("packages", ", ".join(versions)))
+    return info
+
+
+def command_line() -> str:
+    args = shlex.join(sys.argv[1:])
+    if __spec__ is not None and __spec__.name == "benchmarks.bench_core":
+        cmd = "python -m benchmarks.bench_core"
+    else:
+        try:
+            script = os.path.relpath(sys.argv[0], PROJECT_ROOT)
+        except ValueError:
+            script = sys.argv[0]
+        cmd = f"python {script}"
+    return f"{cmd} {args}".strip()
+
+
+# --- entry point -----------------------------------------------------------------
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of sizes: {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive: {text!r}")
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=list(DEFAULT_SIZES),
+        help="comma-separated catalog sizes (default 1000,10000,100000,1000000)",
+    )
+    parser.add_argument("--quick", action="store_true", help="sizes 1000,10000 (a smoke run)")
+    parser.add_argument("--commits", type=int, default=50, help="single-object commits per size")
+    parser.add_argument("--cold", type=int, default=50, help="cold lookups (fresh opens) per size")
+    parser.add_argument("--warm", type=int, default=1000, help="warm lookups per size")
+    parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--tmp", help="folder for the temporary catalogs (default: system temp)")
+    parser.add_argument("--no-peer", action="store_true", help="skip the PyIceberg SqlCatalog peer")
+    parser.add_argument(
+        "--out",
+        help="Markdown results file (default benchmarks/results/core-<date>.md, "
+        "core-<date>-quick.md with --quick)",
+    )
+    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker is not None:
+        params = Params(args.commits, args.cold, args.warm, args.seed, args.tmp, not args.no_peer)
+        res = run_size(args.worker, params)
+        with open(args.worker_out, "w") as f:
+            json.dump(asdict(res), f)
+        return 0
+
+    sizes = list(QUICK_SIZES) if args.quick else args.sizes
+    today = datetime.date.today().isoformat()
+    started = time.perf_counter()
+    results = [run_size_in_child(n, args) for n in sizes]
+    elapsed = time.perf_counter() - started
+
+    command = command_line()
+    machine = machine_info()
+    tables = report_tables(results)
+    doc = "\n\n".join(
+        [
+            f"# Core benchmark, {today}",
+            f"Command (from the project root): `{command}`",
+            "\n".join(f"- {k}: {v}" for k, v in machine),
+            f"Sizes: {', '.join(fmt_n(n) for n in sizes)}; {args.commits} commits, "
+            f"{args.cold} cold and {args.warm} warm lookups per size; "
+            f"whole run {elapsed:.0f} s.",
+            tables,
+            METHOD,
+        ]
+    )
+    print(doc)
+    if not args.no_save:
+        out = Path(args.out) if args.out else None
+        if out is None:
+            suffix = "-quick" if args.quick else ""
+            out = HERE / "results" / f"core-{today}{suffix}.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(doc.rstrip() + "\n")
+        log(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

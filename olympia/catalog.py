@@ -1,0 +1,297 @@
+"""The catalog API: opening and creating catalogs, transactions, time travel,
+rollback, export and expiration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from olympia import maintenance, tree
+from olympia.definition import FORMAT_VERSION, build_definition
+from olympia.errors import (
+    CatalogAlreadyExistsError,
+    CommitConflictError,
+    CorruptCatalogError,
+    ReadOnlyError,
+)
+from olympia.maintenance import ExpireResult, VersionInfo
+from olympia.node import EMPTY_LEAF
+from olympia.objects import TransactionInfo, parse
+from olympia.proto import objects_pb2 as pb
+from olympia.reader import CatalogReader
+from olympia.storage import Storage, open_storage
+from olympia.store import CatalogStore, Root
+from olympia.transaction import (
+    DEFAULT_MAX_ATTEMPTS,
+    Transaction,
+    check_isolation,
+    key_codec,
+    resume,
+)
+
+
+class CatalogVersion(CatalogReader):
+    """A read-only view of one committed version of a catalog.
+
+    Offers the read methods of a transaction (``describe_table``,
+    ``list_tables``, ...); writes raise ReadOnlyError.
+    """
+
+    def __init__(self, store: CatalogStore, root: Root) -> None:
+        self._store = store
+        self._root = root
+        self._keys = key_codec(root.definition)
+
+    @property
+    def keys(self) -> Any:
+        return self._keys
+
+    @property
+    def version(self) -> int:
+        return self._root.version
+
+    @property
+    def root(self) -> Root:
+        return self._root
+
+    @property
+    def definition(self) -> pb.CatalogDefinition:
+        return self._root.definition
+
+    def _get(self, key: str) -> bytes | None:
+        return self.get(key)
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        return self.scan(prefix)
+
+    def get(self, key: str) -> bytes | None:
+        """The raw value stored under an object key, or None."""
+        value = tree.get(self._root.node, key, self._store.load_node)
+        return None if value is None else self._store.read_value(value)
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
+        for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
+            yield key, self._store.read_value(value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(("create_", "drop_", "alter_", "update_", "rename_", "replace_")):
+            raise ReadOnlyError(
+                f"version {self.version} is a read-only view; use Catalog.begin() to write"
+            )
+        raise AttributeError(name)
+
+
+class Catalog:
+    """An olympia catalog at one location. Cheap to keep; every read of
+    :attr:`version` probes storage afresh."""
+
+    def __init__(
+        self, store: CatalogStore, uri: str, storage_options: dict[str, Any] | None = None
+    ) -> None:
+        self._store = store
+        self.uri = uri
+        self.storage_options = storage_options
+
+    @property
+    def store(self) -> CatalogStore:
+        return self._store
+
+    @property
+    def version(self) -> int:
+        """The latest committed version."""
+        return self._store.latest_version()
+
+    @property
+    def oldest_version(self) -> int:
+        """The oldest version kept (versions below may have been expired)."""
+        return self._store.oldest_version()
+
+    @property
+    def definition(self) -> pb.CatalogDefinition:
+        return self._store.load_root(self.version).definition
+
+    # --- reading ---------------------------------------------------------------------
+
+    def at_version(self, version: int) -> CatalogVersion:
+        """A read-only view of ``version``.
+
+        Raises:
+            VersionNotFoundError: the version does not exist or was expired.
+        """
+        return CatalogVersion(self._store, self._store.load_root(version))
+
+    def latest(self) -> CatalogVersion:
+        """A read-only view of the latest version."""
+        return self.at_version(self.version)
+
+    def as_of(self, when: datetime) -> CatalogVersion:
+        """A read-only view of the last version created at or before ``when``.
+
+        Raises:
+            VersionNotFoundError: every retained version is newer.
+        """
+        return self.at_version(maintenance.version_as_of(self._store, when))
+
+    def history(self, since: int | None = None) -> list[VersionInfo]:
+        """Every retained version (from ``since`` if given), oldest first."""
+        start = max(self.oldest_version, since or 0)
+        return [
+            maintenance.version_info(self._store.load_root(v))
+            for v in range(start, self.version + 1)
+        ]
+
+    # --- transactions ---------------------------------------------------------------
+
+    def begin(
+        self, isolation: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> Transaction:
+        """Start a transaction at the latest version.
+
+        ``isolation`` is ``"snapshot"`` or ``"serializable"`` (default: the
+        catalog definition's ``default_isolation``).
+        """
+        root = self._store.load_root(self.version)
+        return Transaction(
+            self._store,
+            root,
+            check_isolation(isolation, root.definition),
+            max_attempts=max_attempts,
+        )
+
+    def transaction(
+        self, isolation: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> Transaction:
+        """Like :meth:`begin`, for ``with cat.transaction() as txn:`` (commits
+        on a clean exit, rolls back on an exception)."""
+        return self.begin(isolation, max_attempts=max_attempts)
+
+    def resume(self, txn_id: str, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Transaction:
+        """Continue a distributed transaction, in this or any other process.
+
+        Raises:
+            TransactionNotFoundError, TransactionExpiredError, TransactionClosedError.
+        """
+        return resume(self._store, txn_id, max_attempts)
+
+    def list_transactions(self) -> list[TransactionInfo]:
+        """The open distributed transactions."""
+        view = self.latest()
+        prefix = view.keys.transactions_prefix()
+        return [
+            TransactionInfo.from_proto(
+                parse(pb.DistributedTransaction, v, f"transaction {k[4:].rstrip()}")
+            )
+            for k, v in view.scan(prefix)
+        ]
+
+    # --- maintenance ----------------------------------------------------------------
+
+    def rollback_to(self, version: int) -> int:
+        """Publish a new version equal to ``version``; return the new version number.
+
+        Raises:
+            VersionNotFoundError: ``version`` does not exist or was expired.
+        """
+        return maintenance.rollback_to(self._store, version)
+
+    def export_snapshot(
+        self,
+        name: str,
+        target_uri: str,
+        mode: str = "full",
+        storage_options: dict[str, Any] | None = None,
+    ) -> int:
+        """Copy the latest version to a new catalog at ``target_uri`` and pin it.
+
+        ``mode="full"`` copies every retained version; ``"minimal"`` only the
+        latest tree, as the target's version 0. Returns the exported version.
+
+        Raises:
+            CatalogAlreadyExistsError: the target already holds a catalog.
+            OlympiaError: bad mode, or an export with this name exists.
+        """
+        return maintenance.export_snapshot(self._store, name, target_uri, mode, storage_options)
+
+    def drop_export(self, name: str) -> None:
+        """Unpin the version of export ``name``."""
+        maintenance.drop_export(self._store.storage, name)
+
+    def expire_versions(
+        self,
+        older_than: datetime | None = None,
+        keep_last: int | None = None,
+        grace_seconds: float = 3600.0,
+    ) -> ExpireResult:
+        """Move the oldest-version floor and delete unreachable files.
+
+        Keeps every version created at or after ``older_than`` and the last
+        ``keep_last`` versions (with neither, keeps only the latest), every
+        version pinned by an export, and everything open distributed
+        transactions need. Files younger than ``grace_seconds`` are never
+        deleted, since they may belong to a commit in flight.
+        """
+        begins = [t.begin_version for t in self.list_transactions()]
+        return maintenance.expire_versions(
+            self._store, older_than, keep_last, grace_seconds, begins
+        )
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.uri!r})"
+
+
+def create_catalog(
+    uri: str | Storage, storage_options: dict[str, Any] | None = None, **definition: Any
+) -> Catalog:
+    """Create a new, empty catalog (version 0) at ``uri``.
+
+    ``definition`` options are listed in spec/format.md §7.
+
+    Raises:
+        CatalogAlreadyExistsError: a catalog already exists there.
+        InvalidDefinitionError: a definition option is unknown or out of range.
+        StorageError: the storage could not be reached.
+    """
+    catalog_def = build_definition(definition)
+    storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
+    store = CatalogStore(storage)
+    if storage.list("vn"):
+        raise CatalogAlreadyExistsError(f"a catalog already exists at {storage.location}")
+    try:
+        store.commit(0, EMPTY_LEAF, catalog_def, transaction_id=store.new_transaction_id())
+    except CommitConflictError:
+        raise CatalogAlreadyExistsError(f"a catalog already exists at {storage.location}") from None
+    return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
+
+
+def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = None) -> Catalog:
+    """Open the catalog at ``uri``.
+
+    Raises:
+        CatalogNotFoundError: no catalog exists there.
+        CorruptCatalogError: the latest root is damaged or of an unknown format version.
+    """
+    storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
+    store = CatalogStore(storage)
+    root = store.load_root(store.latest_version())
+    if root.definition.format_version > FORMAT_VERSION:
+        raise CorruptCatalogError(
+            f"catalog at {storage.location} has format version {root.definition.format_version}; "
+            f"this olympia reads version {FORMAT_VERSION}"
+        )
+    return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
+
+
+__all__ = ["Catalog", "CatalogVersion", "create_catalog", "load_catalog"]

@@ -1,0 +1,322 @@
+"""Node files: encoding and decoding Arrow IPC bytes. No I/O here.
+
+spec/format.md, "Node files", is the normative description. In short: an
+Arrow IPC file with columns ``key`` (utf8), ``value`` (binary), ``def``
+(utf8) and ``child`` (utf8); rows are the system keys (``$...``), then the
+pivot table, then (root only) the committed actions. The schema metadata
+carries a magic string, the format version and a CRC-32 of the content.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from olympia.errors import CorruptCatalogError
+from olympia.node import DefRef, Node, Value
+
+MAGIC = b"olympia-node"
+FORMAT_VERSION = 1
+MAX_HEIGHT = 64
+
+META_MAGIC = b"olympia.magic"
+META_VERSION = b"olympia.format-version"
+META_CHECKSUM = b"olympia.checksum"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.utf8(), nullable=False),
+        pa.field("value", pa.binary(), nullable=True),
+        pa.field("def", pa.utf8(), nullable=True),
+        pa.field("child", pa.utf8(), nullable=True),
+    ]
+)
+
+# System keys.
+K_CREATED_AT = "$created_at_millis"
+K_HEIGHT = "$height"
+K_N_KEYS = "$n_keys"
+K_VERSION = "$version"
+K_CATALOG_DEF = "$catalog_def"
+K_PREVIOUS_ROOT = "$previous_root"
+K_ROLLBACK_FROM_ROOT = "$rollback_from_root"
+K_N_ACTIONS = "$n_actions"
+K_TRANSACTION_ID = "$transaction_id"
+K_BEGIN_VERSION = "$begin_version"
+K_ISOLATION = "$isolation"
+K_SERIALIZED_BEFORE = "$serialized_before"
+_INT_KEYS = {K_CREATED_AT, K_HEIGHT, K_N_KEYS, K_VERSION, K_N_ACTIONS, K_BEGIN_VERSION}
+_TEXT_KEYS = {
+    K_PREVIOUS_ROOT,
+    K_ROLLBACK_FROM_ROOT,
+    K_TRANSACTION_ID,
+    K_ISOLATION,
+    K_SERIALIZED_BEFORE,
+}
+_ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
+
+
+@dataclass(frozen=True)
+class RootInfo:
+    """What only a root node file carries."""
+
+    version: int
+    catalog_def: bytes
+    transaction_id: str
+    previous_root: str | None = None
+    rollback_from_root: str | None = None
+    #: (object key, serialized olympia.v1.Action) per committed action.
+    actions: tuple[tuple[str, bytes], ...] = ()
+    #: The version the committing transaction read from (its snapshot).
+    begin_version: int | None = None
+    #: "snapshot" or "serializable"; empty for catalog maintenance commits.
+    isolation: str = ""
+    #: Committed versions this one is serialized before (transactions.md).
+    serialized_before: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """The decoded content of a node file. Children are paths."""
+
+    node: Node
+    created_at_millis: int
+    root: RootInfo | None = None
+    extra: dict[str, bytes] = field(default_factory=dict)
+
+
+def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
+    """CRC-32 over the canonical content: per column, the int32 LE lengths
+    (-1 for null) of every row, then the concatenated non-null bytes."""
+    crc = 0
+    for col in columns:
+        lengths = [-1 if v is None else len(v) for v in col]
+        crc = zlib.crc32(struct.pack(f"<{len(lengths)}i", *lengths), crc)
+        crc = zlib.crc32(b"".join(v for v in col if v is not None), crc)
+    return crc
+
+
+def _utf8(values: Sequence[str | None]) -> list[bytes | None]:
+    return [None if v is None else v.encode("utf-8") for v in values]
+
+
+def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
+    """Serialize a node whose children are all paths.
+
+    Raises:
+        ValueError: a child is not a path (write children first).
+    """
+    node = nf.node
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    defs: list[str | None] = []
+    children: list[str | None] = []
+
+    def system(key: str, value: bytes) -> None:
+        keys.append(key)
+        values.append(value)
+        defs.append(None)
+        children.append(None)
+
+    system(K_CREATED_AT, str(nf.created_at_millis).encode())
+    system(K_HEIGHT, str(node.height).encode())
+    system(K_N_KEYS, str(len(node.keys)).encode())
+    root = nf.root
+    if root is not None:
+        system(K_VERSION, str(root.version).encode())
+        system(K_CATALOG_DEF, root.catalog_def)
+        system(K_TRANSACTION_ID, root.transaction_id.encode())
+        system(K_N_ACTIONS, str(len(root.actions)).encode())
+        if root.previous_root is not None:
+            system(K_PREVIOUS_ROOT, root.previous_root.encode())
+        if root.rollback_from_root is not None:
+            system(K_ROLLBACK_FROM_ROOT, root.rollback_from_root.encode())
+        if root.begin_version is not None:
+            system(K_BEGIN_VERSION, str(root.begin_version).encode())
+        if root.isolation:
+            system(K_ISOLATION, root.isolation.encode())
+        if root.serialized_before:
+            system(K_SERIALIZED_BEFORE, ",".join(map(str, root.serialized_before)).encode())
+    for k in sorted(nf.extra):
+        system(k, nf.extra[k])
+
+    keys.extend(node.keys)
+    if node.is_leaf:
+        for v in node.values:
+            if isinstance(v, DefRef):
+                values.append(None)
+                defs.append(v.path)
+            else:
+                values.append(v)
+                defs.append(None)
+        children.extend([None] * len(node.keys))
+    else:
+        for c in node.children:
+            if not isinstance(c, str):
+                raise ValueError("encode_node needs every child written first")
+            children.append(c)
+        values.extend([None] * len(node.keys))
+        defs.extend([None] * len(node.keys))
+    if root is not None:
+        for key, action in root.actions:
+            keys.append(key)
+            values.append(action)
+            defs.append(None)
+            children.append(None)
+
+    bkeys = _utf8(keys)
+    crc = _checksum([bkeys, values, _utf8(defs), _utf8(children)])
+    schema = SCHEMA.with_metadata(
+        {
+            META_MAGIC: MAGIC,
+            META_VERSION: str(FORMAT_VERSION).encode(),
+            META_CHECKSUM: f"crc32:{crc:08x}".encode(),
+        }
+    )
+    table = pa.table(
+        [
+            pa.array(keys, pa.utf8()),
+            pa.array(values, pa.binary()),
+            pa.array(defs, pa.utf8()),
+            pa.array(children, pa.utf8()),
+        ],
+        schema=schema,
+    )
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(
+        compression=None if compression in (None, "none") else compression
+    )
+    with pa.ipc.new_file(sink, schema, options=options) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise bad("$serialized_before is not a list of versions") from None
+
+
+def decode_node(data: bytes, path: str) -> NodeFile:
+    """Parse and validate a node file.
+
+    Raises:
+        CorruptCatalogError: naming ``path``, for anything that is not a valid
+            node file of a supported format version.
+    """
+
+    def bad(why: str) -> CorruptCatalogError:
+        return CorruptCatalogError(f"node file {path} is damaged or not an olympia node: {why}")
+
+    try:
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        table = reader.read_all()
+    except Exception as exc:  # pyarrow raises several unrelated types here
+        raise bad(f"unreadable Arrow IPC file ({type(exc).__name__}: {exc})") from None
+    meta = table.schema.metadata or {}
+    if meta.get(META_MAGIC) != MAGIC:
+        raise bad("missing olympia magic")
+    try:
+        version = int(meta.get(META_VERSION, b""))
+    except ValueError:
+        raise bad("unreadable format version") from None
+    if version != FORMAT_VERSION:
+        raise bad(f"format version {version} is not supported (this reader knows {FORMAT_VERSION})")
+    if table.schema.names != SCHEMA.names or any(
+        table.schema.field(n).type != SCHEMA.field(n).type for n in SCHEMA.names
+    ):
+        raise bad(f"unexpected schema {table.schema.names}")
+    keys: list[str | None] = table.column("key").to_pylist()
+    values: list[bytes | None] = table.column("value").to_pylist()
+    defs: list[str | None] = table.column("def").to_pylist()
+    children: list[str | None] = table.column("child").to_pylist()
+    if any(k is None for k in keys):
+        raise bad("null key")
+    crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
+    if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
+        raise bad("checksum mismatch")
+
+    system: dict[str, bytes] = {}
+    n_system = 0
+    for k, v in zip(keys, values):
+        assert k is not None
+        if not k.startswith("$"):
+            break
+        if v is None or k in system:
+            raise bad(f"system key {k} is null or repeated")
+        system[k] = v
+        n_system += 1
+    ints: dict[str, int] = {}
+    for k in _INT_KEYS & system.keys():
+        try:
+            ints[k] = int(system[k].decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise bad(f"system key {k} is not an integer") from None
+    texts: dict[str, str] = {}
+    for k in _TEXT_KEYS & system.keys():
+        try:
+            texts[k] = system[k].decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad(f"system key {k} is not UTF-8") from None
+    for k in (K_CREATED_AT, K_HEIGHT, K_N_KEYS):
+        if k not in ints:
+            raise bad(f"missing system key {k}")
+    height, n_keys = ints[K_HEIGHT], ints[K_N_KEYS]
+    if not 0 <= height <= MAX_HEIGHT:
+        raise bad(f"height {height} out of range")
+    is_root = K_VERSION in system
+    if is_root and not system.keys() >= _ROOT_KEYS:
+        raise bad(f"root node lacks {sorted(_ROOT_KEYS - system.keys())}")
+    n_actions = ints.get(K_N_ACTIONS, 0)
+    if n_keys < 0 or n_actions < 0 or n_system + n_keys + n_actions != len(keys):
+        raise bad("row counts do not add up")
+
+    pivot = slice(n_system, n_system + n_keys)
+    node_keys = tuple(k for k in keys[pivot] if k is not None)
+    if any(a >= b for a, b in itertools.pairwise(node_keys)):
+        raise bad("pivot keys are not strictly increasing")
+    if height == 0:
+        leaf_values: list[Value] = []
+        for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
+            if c is not None or (v is None) == (d is None):
+                raise bad("leaf row must hold exactly one of value or def and no child")
+            leaf_values.append(DefRef(d) if d is not None else v)  # type: ignore[arg-type]
+        node = Node(height=0, keys=node_keys, values=tuple(leaf_values))
+    else:
+        kids: list[str] = []
+        for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
+            if c is None or v is not None or d is not None:
+                raise bad("internal row must hold a child and nothing else")
+            kids.append(c)
+        node = Node(height=height, keys=node_keys, children=tuple(kids))
+
+    root: RootInfo | None = None
+    if is_root:
+        acts = slice(n_system + n_keys, len(keys))
+        actions: list[tuple[str, bytes]] = []
+        for k, v in zip(keys[acts], values[acts]):
+            if k is None or v is None:
+                raise bad("action row without key or value")
+            actions.append((k, v))
+        root = RootInfo(
+            version=ints[K_VERSION],
+            catalog_def=system[K_CATALOG_DEF],
+            transaction_id=texts[K_TRANSACTION_ID],
+            previous_root=texts.get(K_PREVIOUS_ROOT),
+            rollback_from_root=texts.get(K_ROLLBACK_FROM_ROOT),
+            actions=tuple(actions),
+            begin_version=ints.get(K_BEGIN_VERSION),
+            isolation=texts.get(K_ISOLATION, ""),
+            serialized_before=_int_list(texts.get(K_SERIALIZED_BEFORE, ""), bad),
+        )
+    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF}
+    extra = {k: v for k, v in system.items() if k not in known}
+    return NodeFile(node=node, created_at_millis=ints[K_CREATED_AT], root=root, extra=extra)

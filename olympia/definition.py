@@ -1,0 +1,66 @@
+"""Catalog definitions: defaults and validation of ``create_catalog(**definition)``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from olympia.errors import InvalidDefinitionError
+from olympia.proto.objects_pb2 import CatalogDefinition
+
+FORMAT_VERSION = 1
+
+DEFAULTS: dict[str, Any] = {
+    "namespace_name_max_size": 64,
+    "table_name_max_size": 128,
+    "view_name_max_size": 128,
+    "node_order": 128,
+    "inline_value_max_bytes": 4096,
+    "node_compression": "zstd",
+    "default_isolation": "snapshot",
+    "distributed_txn_ttl_millis": 24 * 3600 * 1000,
+}
+_RANGES = {
+    "namespace_name_max_size": (1, 1024),
+    "table_name_max_size": (1, 1024),
+    "view_name_max_size": (1, 1024),
+    "node_order": (3, 65536),
+    "inline_value_max_bytes": (0, 1 << 30),
+    "distributed_txn_ttl_millis": (1, 1 << 62),
+}
+_CHOICES = {
+    "node_compression": ("none", "zstd", "lz4"),
+    "default_isolation": ("snapshot", "serializable"),
+}
+ISOLATION_LEVELS = _CHOICES["default_isolation"]
+
+
+def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
+    """A CatalogDefinition from keyword options over :data:`DEFAULTS`.
+
+    Raises:
+        InvalidDefinitionError: unknown option, wrong type or out of range.
+    """
+    unknown = set(options) - set(DEFAULTS) - {"properties"}
+    if unknown:
+        raise InvalidDefinitionError(
+            f"unknown catalog definition option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)} and 'properties'"
+        )
+    merged = {**DEFAULTS, **{k: v for k, v in options.items() if k != "properties"}}
+    for name, (low, high) in _RANGES.items():
+        value = merged[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidDefinitionError(
+                f"{name} must be an integer in [{low}, {high}], got {value!r}"
+            )
+    for name, choices in _CHOICES.items():
+        if merged[name] not in choices:
+            raise InvalidDefinitionError(f"{name} must be one of {choices}, got {merged[name]!r}")
+    props = options.get("properties") or {}
+    if not isinstance(props, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in props.items()
+    ):
+        raise InvalidDefinitionError("properties must map strings to strings")
+    definition = CatalogDefinition(format_version=FORMAT_VERSION, **merged)
+    definition.properties.update(props)
+    return definition

@@ -1,0 +1,139 @@
+"""The single exception hierarchy of olympia.
+
+Every error that olympia raises on purpose derives from :class:`OlympiaError`.
+Errors from the libraries underneath (pyarrow, protobuf, fsspec, botocore) are
+translated at the layer that calls them, so callers never need to catch them.
+"""
+
+from __future__ import annotations
+
+
+class OlympiaError(Exception):
+    """Root of every error raised by olympia."""
+
+
+# --- storage -----------------------------------------------------------------
+
+
+class StorageError(OlympiaError):
+    """A storage call failed for a reason other than the ones below."""
+
+
+class StorageFileNotFoundError(StorageError):
+    """The file asked for does not exist."""
+
+
+class StorageFileExistsError(StorageError):
+    """Put-if-absent found the file already present (another writer won)."""
+
+
+class InvalidPathError(StorageError):
+    """A path would leave the catalog prefix or uses a forbidden form."""
+
+
+# --- format ------------------------------------------------------------------
+
+
+class CorruptCatalogError(OlympiaError):
+    """A catalog file is damaged, truncated, missing or not an olympia file."""
+
+
+class CatalogNotFoundError(OlympiaError):
+    """No catalog exists at the given location."""
+
+
+class CatalogAlreadyExistsError(OlympiaError):
+    """A catalog already exists at the given location."""
+
+
+class VersionNotFoundError(OlympiaError):
+    """The requested catalog version does not exist or has been expired."""
+
+
+class InvalidDefinitionError(OlympiaError):
+    """A catalog definition value is out of range or unknown."""
+
+
+class InvalidNameError(OlympiaError):
+    """An object name is empty, too long or uses forbidden characters."""
+
+
+# --- catalog objects ---------------------------------------------------------
+
+
+class NoSuchObjectError(OlympiaError):
+    """Base class of the 'not found' errors for catalog objects."""
+
+
+class NamespaceNotFoundError(NoSuchObjectError):
+    """The namespace does not exist."""
+
+
+class TableNotFoundError(NoSuchObjectError):
+    """The table does not exist."""
+
+
+class ViewNotFoundError(NoSuchObjectError):
+    """The view does not exist."""
+
+
+class TransactionNotFoundError(NoSuchObjectError):
+    """No distributed transaction with this id exists."""
+
+
+class ObjectAlreadyExistsError(OlympiaError):
+    """Base class of the 'already exists' errors for catalog objects."""
+
+
+class NamespaceAlreadyExistsError(ObjectAlreadyExistsError):
+    """The namespace already exists."""
+
+
+class TableAlreadyExistsError(ObjectAlreadyExistsError):
+    """A table with this name already exists in the namespace."""
+
+
+class ViewAlreadyExistsError(ObjectAlreadyExistsError):
+    """A view with this name already exists in the namespace."""
+
+
+class NamespaceNotEmptyError(OlympiaError):
+    """The namespace still holds tables or views."""
+
+
+# --- transactions ------------------------------------------------------------
+
+
+class CommitConflictError(OlympiaError):
+    """A commit lost against concurrent commits and cannot be rebased.
+
+    ``version`` is the committed version that conflicted and ``rule`` names the
+    conflict rule (see spec/transactions.md) that refused the commit.
+    """
+
+    def __init__(
+        self, message: str, *, version: int | None = None, rule: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.version = version
+        self.rule = rule
+
+
+class CommitFailedError(OlympiaError):
+    """The commit could not be completed for a reason other than a conflict.
+
+    The catalog holds either the old or the new version; the caller cannot
+    tell which without reloading (the state of the commit is unknown).
+    """
+
+
+class TransactionClosedError(OlympiaError):
+    """The transaction was already committed, rolled back or failed."""
+
+
+class TransactionExpiredError(OlympiaError):
+    """The distributed transaction passed its time to live."""
+
+
+class ReadOnlyError(OlympiaError):
+    """A write was attempted on a read-only view of the catalog."""

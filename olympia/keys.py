@@ -1,0 +1,157 @@
+"""Object keys: how catalog objects are named inside the B-tree (spec/format.md, "Object keys").
+
+A key is the object type id as four base64 characters followed by the
+object's name parts, each padded with spaces to the maximum size the catalog
+definition allows. Because every allowed name character sorts above the
+space, comparing padded keys compares names, and all tables of a namespace
+share one key prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import unicodedata
+from dataclasses import dataclass
+
+from olympia.errors import CorruptCatalogError, InvalidNameError
+
+PAD = " "
+TYPE_PREFIX_LEN = 4
+TRANSACTION_ID_MAX_SIZE = 64
+
+
+class ObjectType(enum.IntEnum):
+    """Type ids of catalog objects. The id is part of the format."""
+
+    NAMESPACE = 1
+    TABLE = 2
+    VIEW = 3
+    TRANSACTION = 4
+
+
+def type_prefix(object_type: ObjectType) -> str:
+    """The 4-character base64 encoding of the 3-byte big-endian type id."""
+    return base64.b64encode(int(object_type).to_bytes(3, "big")).decode("ascii")
+
+
+_PREFIX_TO_TYPE = {type_prefix(t): t for t in ObjectType}
+_FORBIDDEN_CATEGORIES = {"Cc", "Cs", "Cn", "Zl", "Zp"}
+
+
+def validate_name(kind: str, name: object, max_size: int) -> str:
+    """Return ``name`` if it may name a ``kind`` object, else raise InvalidNameError.
+
+    A name is a non-empty string of at most ``max_size`` code points with no
+    whitespace, control, surrogate or unassigned characters, no ``/`` or
+    ``\\``, and no ``..``.
+    """
+    if not isinstance(name, str):
+        raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+    if not name:
+        raise InvalidNameError(f"{kind} name must not be empty")
+    if len(name) > max_size:
+        raise InvalidNameError(
+            f"{kind} name {name[:40]!r}... is {len(name)} characters, the catalog allows {max_size}"
+        )
+    if ".." in name:
+        raise InvalidNameError(f"{kind} name {name!r} must not contain '..'")
+    for ch in name:
+        if ch in "/\\" or ch.isspace() or unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
+            raise InvalidNameError(f"{kind} name {name!r} contains forbidden character {ch!r}")
+    return name
+
+
+def validate_transaction_id(txn_id: object) -> str:
+    """Transaction ids are 1-64 characters from ``[A-Za-z0-9_-]``."""
+    if (
+        not isinstance(txn_id, str)
+        or not 0 < len(txn_id) <= TRANSACTION_ID_MAX_SIZE
+        or not all(c.isascii() and (c.isalnum() or c in "_-") for c in txn_id)
+    ):
+        raise InvalidNameError(f"invalid transaction id {txn_id!r}")
+    return txn_id
+
+
+@dataclass(frozen=True)
+class DecodedKey:
+    """A key taken apart: the object type and its name parts."""
+
+    object_type: ObjectType
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyCodec:
+    """Encodes and decodes object keys for one catalog definition."""
+
+    namespace_max: int
+    table_max: int
+    view_max: int
+
+    def _pad(self, kind: str, name: str, size: int) -> str:
+        return validate_name(kind, name, size).ljust(size, PAD)
+
+    def namespace(self, namespace: str) -> str:
+        """Key of a namespace."""
+        return type_prefix(ObjectType.NAMESPACE) + self._pad(
+            "namespace", namespace, self.namespace_max
+        )
+
+    def table(self, namespace: str, name: str) -> str:
+        """Key of a table."""
+        return self.tables_prefix(namespace) + self._pad("table", name, self.table_max)
+
+    def view(self, namespace: str, name: str) -> str:
+        """Key of a view."""
+        return self.views_prefix(namespace) + self._pad("view", name, self.view_max)
+
+    def transaction(self, txn_id: str) -> str:
+        """Key of a distributed transaction."""
+        return type_prefix(ObjectType.TRANSACTION) + validate_transaction_id(txn_id).ljust(
+            TRANSACTION_ID_MAX_SIZE, PAD
+        )
+
+    def namespaces_prefix(self) -> str:
+        """Prefix shared by all namespace keys."""
+        return type_prefix(ObjectType.NAMESPACE)
+
+    def tables_prefix(self, namespace: str) -> str:
+        """Prefix shared by the keys of all tables of ``namespace``."""
+        return type_prefix(ObjectType.TABLE) + self._pad("namespace", namespace, self.namespace_max)
+
+    def views_prefix(self, namespace: str) -> str:
+        """Prefix shared by the keys of all views of ``namespace``."""
+        return type_prefix(ObjectType.VIEW) + self._pad("namespace", namespace, self.namespace_max)
+
+    def transactions_prefix(self) -> str:
+        """Prefix shared by all distributed transaction keys."""
+        return type_prefix(ObjectType.TRANSACTION)
+
+    def decode(self, key: str) -> DecodedKey:
+        """Split ``key`` into its type and names.
+
+        Raises:
+            CorruptCatalogError: the key does not follow the encoding.
+        """
+        object_type = _PREFIX_TO_TYPE.get(key[:TYPE_PREFIX_LEN])
+        body = key[TYPE_PREFIX_LEN:]
+        widths: tuple[int, ...]
+        if object_type is ObjectType.NAMESPACE:
+            widths = (self.namespace_max,)
+        elif object_type is ObjectType.TABLE:
+            widths = (self.namespace_max, self.table_max)
+        elif object_type is ObjectType.VIEW:
+            widths = (self.namespace_max, self.view_max)
+        elif object_type is ObjectType.TRANSACTION:
+            widths = (TRANSACTION_ID_MAX_SIZE,)
+        else:
+            raise CorruptCatalogError(f"object key {key[:40]!r} has an unknown type prefix")
+        if len(body) != sum(widths):
+            raise CorruptCatalogError(f"object key {key.rstrip()!r} has the wrong length")
+        parts = []
+        start = 0
+        for width in widths:
+            parts.append(body[start : start + width].rstrip(PAD))
+            start += width
+        return DecodedKey(object_type, tuple(parts))

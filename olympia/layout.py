@@ -1,0 +1,100 @@
+"""Where each kind of file lives under a catalog prefix (spec/format.md, "Layout")."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+
+from olympia.errors import CorruptCatalogError
+
+VERSION_BITS = 64
+VERSION_DIR = "vn"
+NODE_DIR = "node"
+DEF_DIR = "def"
+DTXN_DIR = "dtxn"
+LATEST_HINT = f"{VERSION_DIR}/latest"
+OLDEST_FLOOR = f"{VERSION_DIR}/oldest"
+MAX_VERSION = (1 << VERSION_BITS) - 1
+
+
+def version_file_name(version: int) -> str:
+    """The 64-character root file name of ``version``: its binary digits, least significant first.
+
+    Reversing the bits spreads consecutive versions over different key
+    prefixes, which object stores partition by.
+    """
+    if not 0 <= version <= MAX_VERSION:
+        raise ValueError(f"version {version} out of range")
+    return format(version, "064b")[::-1]
+
+
+def parse_version_file_name(name: str) -> int:
+    """Inverse of :func:`version_file_name`."""
+    if len(name) != VERSION_BITS or set(name) - {"0", "1"}:
+        raise CorruptCatalogError(f"{name!r} is not a root file name")
+    return int(name[::-1], 2)
+
+
+def root_path(version: int) -> str:
+    """Path of the root node file of ``version``."""
+    return f"{VERSION_DIR}/{version_file_name(version)}"
+
+
+_CONTENT_NAME = re.compile(r"^(node|def)/([0-9]{13,})-([0-9a-f]{32})\.(arrow|binpb)$")
+
+
+def content_digest(data: bytes) -> str:
+    """The 32 hex digits naming a node or definition file: the first 16 bytes of SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _content_path(folder: str, data: bytes, ext: str) -> str:
+    return f"{folder}/{int(time.time() * 1000):013d}-{content_digest(data)}.{ext}"
+
+
+def node_path(data: bytes) -> str:
+    """Path of a new non-root node file holding ``data``: creation time and content digest."""
+    return _content_path(NODE_DIR, data, "arrow")
+
+
+def def_path(data: bytes) -> str:
+    """Path of a new definition file holding ``data``."""
+    return _content_path(DEF_DIR, data, "binpb")
+
+
+def content_matches(path: str, data: bytes) -> bool:
+    """False when ``path`` names a content digest that ``data`` does not have.
+
+    Paths without a digest (roots, hints) always match.
+    """
+    m = _CONTENT_NAME.match(path)
+    return m is None or m.group(3) == content_digest(data)
+
+
+def created_millis(path: str) -> int | None:
+    """Creation time encoded in a node or definition file name."""
+    m = _CONTENT_NAME.match(path)
+    return int(m.group(2)) if m else None
+
+
+def dtxn_state_path(txn_id: str, step: int) -> str:
+    """Path of state number ``step`` of distributed transaction ``txn_id``."""
+    return f"{DTXN_DIR}/{txn_id}/{step:020d}.binpb"
+
+
+def encode_counter(value: int) -> bytes:
+    """Content of the ``vn/latest`` and ``vn/oldest`` files."""
+    return str(value).encode("ascii")
+
+
+def decode_counter(data: bytes) -> int | None:
+    """Parse a ``vn/latest`` or ``vn/oldest`` file; ``None`` when damaged."""
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return None
+    if not text.isdigit() or len(text) > 20:
+        return None
+    value = int(text)
+    return value if value <= MAX_VERSION else None

@@ -1,0 +1,116 @@
+"""The read half of the catalog API, shared by transactions and read-only views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from olympia.errors import NamespaceNotFoundError, TableNotFoundError, ViewNotFoundError
+from olympia.keys import KeyCodec
+from olympia.objects import NamespaceInfo, TableInfo, ViewInfo, parse
+from olympia.proto import actions_pb2 as apb
+from olympia.proto import objects_pb2 as pb
+
+A = apb.ActionType
+
+
+class CatalogReader:
+    """Read methods over some state. Subclasses supply ``_get``, ``_scan`` and ``_record``."""
+
+    _keys: KeyCodec
+
+    def _get(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        raise NotImplementedError
+
+    def _record(self, action_type: int, key: str, found: bool) -> None:
+        """Remember a read (transactions record them; views do not)."""
+
+    def _read(self, action_type: int, key: str) -> bytes | None:
+        value = self._get(key)
+        self._record(action_type, key, value is not None)
+        return value
+
+    # --- namespaces -------------------------------------------------------------
+
+    def namespace_exists(self, namespace: str) -> bool:
+        """Whether ``namespace`` exists. Raises InvalidNameError for a bad name."""
+        return self._read(A.NAMESPACE_EXISTS, self._keys.namespace(namespace)) is not None
+
+    def describe_namespace(self, namespace: str) -> NamespaceInfo:
+        """The namespace's name and properties.
+
+        Raises:
+            NamespaceNotFoundError: it does not exist.
+        """
+        data = self._read(A.NAMESPACE_DESCRIBE, self._keys.namespace(namespace))
+        if data is None:
+            raise NamespaceNotFoundError(f"namespace {namespace!r} does not exist")
+        return NamespaceInfo.from_proto(parse(pb.Namespace, data, f"namespace {namespace}"))
+
+    def list_namespaces(self) -> list[str]:
+        """Names of all namespaces, sorted."""
+        prefix = self._keys.namespaces_prefix()
+        self._record(A.NAMESPACES_LIST, prefix, True)
+        return [self._keys.decode(k).parts[0] for k, _ in self._scan(prefix)]
+
+    def _require_namespace(self, namespace: str) -> None:
+        if self._read(A.NAMESPACE_EXISTS, self._keys.namespace(namespace)) is None:
+            raise NamespaceNotFoundError(f"namespace {namespace!r} does not exist")
+
+    # --- tables -----------------------------------------------------------------
+
+    def table_exists(self, namespace: str, name: str) -> bool:
+        """Whether table ``namespace.name`` exists."""
+        return self._read(A.TABLE_EXISTS, self._keys.table(namespace, name)) is not None
+
+    def describe_table(self, namespace: str, name: str) -> TableInfo:
+        """The table's definition.
+
+        Raises:
+            TableNotFoundError: it does not exist.
+        """
+        data = self._read(A.TABLE_DESCRIBE, self._keys.table(namespace, name))
+        if data is None:
+            raise TableNotFoundError(f"table {namespace}.{name} does not exist")
+        return TableInfo.from_proto(parse(pb.Table, data, f"table {namespace}.{name}"))
+
+    def list_tables(self, namespace: str) -> list[str]:
+        """Names of the tables in ``namespace``, sorted.
+
+        Raises:
+            NamespaceNotFoundError: the namespace does not exist.
+        """
+        self._require_namespace(namespace)
+        prefix = self._keys.tables_prefix(namespace)
+        self._record(A.TABLES_LIST, prefix, True)
+        return [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+
+    # --- views ------------------------------------------------------------------
+
+    def view_exists(self, namespace: str, name: str) -> bool:
+        """Whether view ``namespace.name`` exists."""
+        return self._read(A.VIEW_EXISTS, self._keys.view(namespace, name)) is not None
+
+    def describe_view(self, namespace: str, name: str) -> ViewInfo:
+        """The view's definition.
+
+        Raises:
+            ViewNotFoundError: it does not exist.
+        """
+        data = self._read(A.VIEW_DESCRIBE, self._keys.view(namespace, name))
+        if data is None:
+            raise ViewNotFoundError(f"view {namespace}.{name} does not exist")
+        return ViewInfo.from_proto(parse(pb.View, data, f"view {namespace}.{name}"))
+
+    def list_views(self, namespace: str) -> list[str]:
+        """Names of the views in ``namespace``, sorted.
+
+        Raises:
+            NamespaceNotFoundError: the namespace does not exist.
+        """
+        self._require_namespace(namespace)
+        prefix = self._keys.views_prefix(namespace)
+        self._record(A.VIEWS_LIST, prefix, True)
+        return [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]

@@ -1,0 +1,106 @@
+"""The storage interface every catalog backend implements.
+
+A catalog touches storage through six calls only. Paths are relative to the
+catalog prefix, use ``/`` as separator, and are checked by :func:`check_path`
+before any backend sees them, so an object name can never reach outside the
+prefix.
+
+Contract (spec/format.md, "What the storage must guarantee"):
+
+* ``put_if_absent`` is atomic: exactly one of many concurrent callers on one
+  path succeeds, the others get :class:`StorageFileExistsError`, and no reader
+  ever sees a partially written file.
+* ``read`` after a successful ``put_if_absent`` or ``overwrite`` returns the
+  whole new content (read-after-write consistency).
+* ``overwrite`` is used only for best-effort hints; it needs no atomicity
+  beyond never exposing a partial file to ``read``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from abc import ABC, abstractmethod
+
+from olympia.errors import InvalidPathError
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
+
+
+def check_path(path: str) -> str:
+    """Return ``path`` if it is a safe relative catalog path, else raise.
+
+    Raises:
+        InvalidPathError: empty, absolute, backslash, empty segment, ``.`` or
+            ``..`` segment, or a character outside ``[A-Za-z0-9._=-]``.
+    """
+    if not isinstance(path, str) or not path:
+        raise InvalidPathError(f"invalid catalog path {path!r}: empty")
+    segments = path.split("/")
+    for seg in segments:
+        if seg in ("", ".", "..") or not _SEGMENT.match(seg):
+            raise InvalidPathError(f"invalid catalog path {path!r}: bad segment {seg!r}")
+    return path
+
+
+class Storage(ABC):
+    """Files under one catalog prefix. Backends override the ``_`` methods."""
+
+    #: A human readable location, used in error messages.
+    location: str = ""
+
+    def read(self, path: str) -> bytes:
+        """Return the whole content of ``path``.
+
+        Raises:
+            StorageFileNotFoundError: the file does not exist.
+            StorageError: any other failure.
+        """
+        return self._read(check_path(path))
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` only if it does not exist yet.
+
+        Raises:
+            StorageFileExistsError: the file exists (and is not this very
+                call's own earlier write, which counts as success).
+            StorageError: any other failure; the file may or may not exist.
+        """
+        self._put_if_absent(check_path(path), bytes(data))
+
+    def overwrite(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` with ``data``."""
+        self._overwrite(check_path(path), bytes(data))
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        return self._exists(check_path(path))
+
+    def delete(self, path: str) -> None:
+        """Delete ``path``; deleting a missing file is not an error."""
+        self._delete(check_path(path))
+
+    def list(self, prefix: str) -> list[str]:
+        """Return the sorted relative paths of all files under folder ``prefix``."""
+        return sorted(self._list(check_path(prefix.rstrip("/"))))
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources held by the backend."""
+
+    @abstractmethod
+    def _read(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def _put_if_absent(self, path: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _overwrite(self, path: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def _delete(self, path: str) -> None: ...
+
+    @abstractmethod
+    def _list(self, prefix: str) -> builtins.list[str]: ...

@@ -1,0 +1,216 @@
+"""Catalog storage on a local (or locally mounted) file system.
+
+Atomicity comes from the operating system, not from fsspec:
+
+* ``put_if_absent`` writes the whole content to a private temporary file,
+  fsyncs it, then ``os.link``\\ s it to the final name. ``link`` fails with
+  ``EEXIST`` if the name is taken, so exactly one of many racing writers wins,
+  and the final name only ever appears with its complete content.
+* ``overwrite`` writes a temporary file the same way and ``os.replace``\\ s it
+  over the final name, which is atomic for readers.
+
+Temporary files live in :data:`TMP_DIR` inside the catalog root (the same file
+system, so ``link`` / ``replace`` work) and are never listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+
+from olympia.errors import (
+    InvalidPathError,
+    StorageError,
+    StorageFileExistsError,
+    StorageFileNotFoundError,
+)
+from olympia.storage.base import Storage, check_path
+
+#: Folder under the catalog root that holds in-flight temporary files. It is
+#: reserved: catalog paths may not start with it.
+TMP_DIR = ".olympia-tmp"
+
+# Errors that mean "there is no file at this path": the path is missing, a
+# parent is a file, or the path is a folder.
+_NOT_A_FILE = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+# errno values with which link() says "this file system has no hard links".
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS}
+
+
+class LocalStorage(Storage):
+    """Files under a folder of the local file system.
+
+    The folder is created on the first write. Works on any POSIX or NTFS
+    file system that supports hard links; on one that does not, writes fail
+    with :class:`StorageError`.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.location = self.root
+        self._tmp = os.path.join(self.root, TMP_DIR)
+
+    # --- helpers ---------------------------------------------------------------
+
+    def _full(self, path: str) -> str:
+        # The temporary folder is private: letting a catalog path name it would
+        # let callers read or list in-flight partial files.
+        if path.split("/", 1)[0] == TMP_DIR:
+            raise InvalidPathError(f"invalid catalog path {path!r}: {TMP_DIR!r} is reserved")
+        return os.path.join(self.root, *path.split("/"))
+
+    def _fail(self, op: str, path: str, exc: BaseException) -> StorageError:
+        return StorageError(f"cannot {op} {path!r} in {self.location}: {exc}")
+
+    @contextlib.contextmanager
+    def _translating(self, op: str, path: str) -> Iterator[None]:
+        """Turn any ``OSError`` raised inside the block into :class:`StorageError`."""
+        try:
+            yield
+        except OSError as exc:
+            raise self._fail(op, path, exc) from exc
+
+    def _write_temp(self, data: bytes) -> str:
+        """Write ``data`` to a new durable temporary file and return its name."""
+        os.makedirs(self._tmp, exist_ok=True)
+        tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                # fsync before the file gets its real name: after a crash the
+                # name must never point at missing or partial content.
+                os.fsync(f.fileno())
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        return tmp
+
+    def _read_existing(self, full: str) -> bytes | None:
+        """Content of ``full``, or ``None`` if it is not a regular file."""
+        try:
+            with open(full, "rb") as f:
+                return f.read()
+        except _NOT_A_FILE:
+            return None
+
+    # --- Storage ---------------------------------------------------------------
+
+    def _read(self, path: str) -> bytes:
+        full = self._full(path)
+        with self._translating("read", path):
+            content = self._read_existing(full)
+        if content is None:
+            raise StorageFileNotFoundError(f"file {path!r} not found in {self.location}")
+        return content
+
+    def _put_if_absent(self, path: str, data: bytes) -> None:
+        full = self._full(path)
+        with self._translating("put_if_absent", path):
+            tmp = self._write_temp(data)
+            try:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                try:
+                    os.link(tmp, full)
+                except FileExistsError:
+                    pass  # decided below, after the temporary file is gone
+                except OSError as exc:
+                    if exc.errno in _NO_LINKS:
+                        raise StorageError(
+                            f"cannot put_if_absent {path!r} in {self.location}: the file "
+                            f"system does not support hard links, which atomic "
+                            f"put-if-absent needs ({exc})"
+                        ) from exc
+                    raise
+                else:
+                    _fsync_dir(os.path.dirname(full))
+                    return
+            finally:
+                _unlink_quietly(tmp)
+            existing = self._read_existing(full)
+        if existing is None and os.path.isdir(full):
+            raise StorageError(f"cannot put_if_absent {path!r} in {self.location}: it is a folder")
+        # Identical content counts as success, on every backend: a retry of a
+        # write whose outcome was unknown must not be reported as a lost race.
+        if existing != data:
+            raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
+
+    def _overwrite(self, path: str, data: bytes) -> None:
+        full = self._full(path)
+        with self._translating("overwrite", path):
+            tmp = self._write_temp(data)
+            try:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                os.replace(tmp, full)  # atomic: readers see old or new, never a mix
+            except BaseException:
+                _unlink_quietly(tmp)
+                raise
+            _fsync_dir(os.path.dirname(full))
+
+    def _exists(self, path: str) -> bool:
+        full = self._full(path)
+        with self._translating("check", path):
+            try:
+                return stat.S_ISREG(os.stat(full).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                return False
+
+    def _delete(self, path: str) -> None:
+        full = self._full(path)
+        with self._translating("delete", path):
+            try:
+                os.unlink(full)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return
+            except PermissionError:
+                # macOS reports unlink() of a folder as EPERM; a folder is "no
+                # file here", which is not an error for delete.
+                if os.path.isdir(full):
+                    return
+                raise
+
+    def _list(self, prefix: str) -> list[str]:
+        top = self._full(prefix)
+        out: list[str] = []
+
+        def fail(exc: OSError) -> None:
+            raise exc  # os.walk ignores errors by default; never hide files silently
+
+        with self._translating("list", prefix):
+            if not os.path.isdir(top):
+                return out
+            for folder, _dirs, files in os.walk(top, onerror=fail):
+                for name in files:
+                    rel = os.path.relpath(os.path.join(folder, name), self.root)
+                    rel = rel.replace(os.sep, "/")
+                    # Files put there by other tools that no catalog path can
+                    # name (spaces, ...) are not catalog files.
+                    with contextlib.suppress(InvalidPathError):
+                        out.append(check_path(rel))
+        return out
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make a new directory entry durable (POSIX); a no-op where unsupported."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return  # Windows cannot open folders; NTFS journals the entry itself
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)

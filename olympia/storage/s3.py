@@ -1,0 +1,197 @@
+"""Catalog storage on S3 and S3-compatible object stores, through s3fs.
+
+``put_if_absent`` is a conditional PUT (``If-None-Match: *``): S3 answers
+``412 Precondition Failed`` when the key exists, and ``409
+ConditionalRequestConflict`` when a concurrent conditional write on the same
+key was in flight; the latter says nothing about the outcome and is retried.
+
+Reads and existence checks always go to the server: the catalog discovers
+new versions by probing with ``exists``, so a cached "not there" would hide
+commits. Each storage therefore gets its own ``S3FileSystem`` (no instance
+cache, so options never leak between catalogs) with listings caching off,
+and ``read`` / ``exists`` / ``list`` call S3 directly instead of going through
+s3fs's ``info`` cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import s3fs
+
+from olympia.errors import (
+    InvalidPathError,
+    OlympiaError,
+    StorageError,
+    StorageFileExistsError,
+    StorageFileNotFoundError,
+)
+from olympia.storage.base import Storage, check_path
+
+
+class S3Storage(Storage):
+    """Objects under ``s3://bucket/prefix``.
+
+    ``storage_options`` are passed to ``s3fs.S3FileSystem`` (``endpoint_url``,
+    ``key``, ``secret``, ``token``, ``client_kwargs``, ``config_kwargs``, ...),
+    except that the instance and listings caches are always off.
+    """
+
+    #: Attempts of a put_if_absent that keeps getting 409 ConditionalRequestConflict.
+    conflict_attempts: int = 6
+    #: First back-off after a 409, in seconds; doubled per attempt, with jitter.
+    conflict_backoff: float = 0.05
+
+    def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        """Open ``bucket/prefix`` (the URI without ``s3://``); no request is sent yet.
+
+        Raises:
+            OlympiaError: ``root`` names no bucket.
+            StorageError: s3fs refused the options.
+        """
+        root = root.strip("/")
+        bucket, _, prefix = root.partition("/")
+        if not bucket:
+            raise OlympiaError(f"S3 location 's3://{root}' names no bucket")
+        self._bucket = bucket
+        self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        self.location = f"s3://{root}"
+        options = {**(storage_options or {}), "skip_instance_cache": True}
+        options["use_listings_cache"] = False
+        try:
+            self._fs: Any = s3fs.S3FileSystem(**options)
+        except Exception as exc:
+            raise StorageError(f"cannot set up S3 access to {self.location}: {exc}") from exc
+
+    # --- helpers ---------------------------------------------------------------
+
+    def _key(self, path: str) -> str:
+        return f"{self._prefix}{path}"
+
+    def _full(self, path: str) -> str:
+        return f"{self._bucket}/{self._key(path)}"
+
+    def _translate(self, op: str, path: str, exc: Exception) -> StorageError:
+        code, status = _client_error(exc)
+        if code == "NoSuchBucket":
+            return StorageError(
+                f"cannot {op} {path!r}: bucket {self._bucket!r} of {self.location} does not exist"
+            )
+        if op == "read" and (isinstance(exc, FileNotFoundError) or status == 404):
+            return StorageFileNotFoundError(f"file {path!r} not found in {self.location}")
+        return StorageError(f"cannot {op} {path!r} in {self.location}: {type(exc).__name__}: {exc}")
+
+    @contextlib.contextmanager
+    def _translating(self, op: str, path: str) -> Iterator[None]:
+        """Translate every s3fs / botocore / aiohttp / OS error into a StorageError."""
+        try:
+            yield
+        except OlympiaError:
+            raise
+        except Exception as exc:
+            raise self._translate(op, path, exc) from exc
+
+    # --- Storage ---------------------------------------------------------------
+
+    def _read(self, path: str) -> bytes:
+        with self._translating("read", path):
+            # max_concurrency=1: a single GET. Otherwise s3fs first asks for
+            # the size through info(), which may answer from its cache.
+            return bytes(self._fs.cat_file(self._full(path), max_concurrency=1))
+
+    def _put_if_absent(self, path: str, data: bytes) -> None:
+        delay = self.conflict_backoff
+        for attempt in range(1, self.conflict_attempts + 1):
+            try:
+                self._fs.pipe_file(self._full(path), data, mode="create")
+                return
+            except Exception as exc:
+                code, status = _client_error(exc)
+                if (
+                    isinstance(exc, FileExistsError)
+                    or status == 412
+                    or code == "PreconditionFailed"
+                ):
+                    break
+                if status == 409 or code == "ConditionalRequestConflict":
+                    if attempt < self.conflict_attempts:
+                        time.sleep(delay * random.uniform(0.5, 1.5))
+                        delay *= 2
+                        continue
+                    raise StorageError(
+                        f"cannot put_if_absent {path!r} in {self.location}: S3 kept answering "
+                        f"409 ConditionalRequestConflict after {attempt} attempts; the file "
+                        f"may or may not exist"
+                    ) from exc
+                raise self._translate("put_if_absent", path, exc) from exc
+        # The key exists. It may be this very call's own write: s3fs and
+        # botocore resend a PUT whose reply was lost, and the resend then gets
+        # 412. Identical bytes therefore count as success (on every backend).
+        try:
+            existing = self._read(path)
+        except StorageFileNotFoundError:
+            existing = None  # deleted since: it existed when we lost
+        if existing != data:
+            raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
+
+    def _overwrite(self, path: str, data: bytes) -> None:
+        with self._translating("overwrite", path):
+            self._fs.pipe_file(self._full(path), data)
+
+    def _exists(self, path: str) -> bool:
+        with self._translating("check", path):
+            try:
+                # A direct HEAD: s3fs's exists() may answer from its caches and
+                # also says True for "folders".
+                self._fs.call_s3("head_object", Bucket=self._bucket, Key=self._key(path))
+            except FileNotFoundError:
+                return False
+            return True
+
+    def _delete(self, path: str) -> None:
+        with self._translating("delete", path):
+            try:
+                self._fs.rm_file(self._full(path))
+            except FileNotFoundError as exc:
+                if _client_error(exc)[0] == "NoSuchBucket":
+                    raise
+                # S3 deletes of missing keys succeed anyway; nothing to do.
+
+    def _list(self, prefix: str) -> list[str]:
+        out: list[str] = []
+        request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": f"{self._key(prefix)}/"}
+        with self._translating("list", prefix):
+            while True:
+                reply = self._fs.call_s3("list_objects_v2", **request)
+                for obj in reply.get("Contents", []):
+                    # Folder markers ("a/") and keys no catalog path can name
+                    # are not catalog files.
+                    with contextlib.suppress(InvalidPathError):
+                        out.append(check_path(obj["Key"][len(self._prefix) :]))
+                if not reply.get("IsTruncated"):
+                    return out
+                request["ContinuationToken"] = reply["NextContinuationToken"]
+
+
+def _client_error(exc: BaseException) -> tuple[str, int]:
+    """Return (S3 error code, HTTP status) of the botocore error behind ``exc``.
+
+    s3fs turns botocore's ``ClientError`` into ``OSError`` subclasses and keeps
+    the original as ``__cause__``; that is where the code and status live.
+    Returns ``("", 0)`` when there is no HTTP reply behind the error.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            meta = response.get("ResponseMetadata") or {}
+            return str(error.get("Code") or ""), int(meta.get("HTTPStatusCode") or 0)
+        current = current.__cause__ or current.__context__
+    return "", 0

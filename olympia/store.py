@@ -1,0 +1,403 @@
+"""The commit path: reading and writing node files, roots and version hints.
+
+This is the only module that names and writes catalog files. It loads nodes
+for the tree (with a cache: node files never change once written) and
+publishes a new version with the commit protocol of spec/format.md:
+
+1. write every new definition file and non-root node file, in parallel, each
+   under a fresh unique name (put-if-absent, so nothing is ever replaced);
+2. put the root file at ``vn/<version>`` with put-if-absent: the single step
+   that publishes the version, won by exactly one writer;
+3. best effort: overwrite the ``vn/latest`` hint.
+
+A crash or error before step 2 completes leaves only unreachable files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from olympia import layout, tree
+from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
+from olympia.errors import (
+    CatalogNotFoundError,
+    CommitConflictError,
+    CommitFailedError,
+    CorruptCatalogError,
+    StorageError,
+    StorageFileExistsError,
+    StorageFileNotFoundError,
+    VersionNotFoundError,
+)
+from olympia.node import ChildRef, DefRef, Node, Value
+from olympia.proto.objects_pb2 import CatalogDefinition
+from olympia.storage.base import Storage
+
+_WRITE_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class Root:
+    """One committed version: its root node and root-only system keys."""
+
+    version: int
+    node: Node
+    info: RootInfo
+    definition: CatalogDefinition
+    created_at_millis: int
+
+    @property
+    def path(self) -> str:
+        return layout.root_path(self.version)
+
+    @property
+    def order(self) -> int:
+        return int(self.definition.node_order)
+
+
+def parse_definition(data: bytes, where: str) -> CatalogDefinition:
+    """Parse a serialized CatalogDefinition.
+
+    Raises:
+        CorruptCatalogError: naming ``where``.
+    """
+    definition = CatalogDefinition()
+    try:
+        definition.ParseFromString(data)
+    except DecodeError as exc:
+        raise CorruptCatalogError(f"catalog definition in {where} is damaged: {exc}") from None
+    if definition.node_order < 3:
+        raise CorruptCatalogError(
+            f"catalog definition in {where} has node order {definition.node_order}"
+        )
+    return definition
+
+
+class _LRU:
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._data: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> object | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: object) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._capacity:
+                self._data.popitem(last=False)
+
+
+@dataclass
+class WriteStats:
+    """What one commit wrote (for benchmarks and tests)."""
+
+    files: int = 0
+    bytes: int = 0
+
+
+class CatalogStore:
+    """Reads and writes the files of one catalog."""
+
+    def __init__(self, storage: Storage, cache_size: int = 8192) -> None:
+        self.storage = storage
+        self._nodes = _LRU(cache_size)
+        self._values = _LRU(cache_size)
+        self._roots = _LRU(256)
+        #: Cache for data derived from immutable files (e.g. conflict footprints).
+        self.derived = _LRU(cache_size)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self.last_write = WriteStats()
+
+    # --- reading ---------------------------------------------------------------
+
+    def _read_required(self, path: str, what: str) -> bytes:
+        try:
+            data = self.storage.read(path)
+        except StorageFileNotFoundError:
+            raise CorruptCatalogError(
+                f"{what} {path} is missing from the catalog at {self.storage.location}"
+            ) from None
+        if not layout.content_matches(path, data):
+            raise CorruptCatalogError(
+                f"{what} {path} is damaged: its content does not match the digest in its name"
+            )
+        return data
+
+    def load_node(self, path: str) -> Node:
+        """The node stored at ``path`` (a loader for :mod:`olympia.tree`).
+
+        Raises:
+            CorruptCatalogError: the file is missing, damaged or foreign.
+        """
+        cached = self._nodes.get(path)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        nf = decode_node(self._read_required(path, "node file"), path)
+        if nf.root is not None:
+            raise CorruptCatalogError(f"node file {path} is a root node where a child was expected")
+        self._nodes.put(path, nf.node)
+        return nf.node
+
+    def read_value(self, value: Value) -> bytes:
+        """The bytes of a tree value, reading its definition file if needed."""
+        if isinstance(value, bytes):
+            return value
+        cached = self._values.get(value.path)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        data = self._read_required(value.path, "definition file")
+        self._values.put(value.path, data)
+        return data
+
+    def load_root(self, version: int) -> Root:
+        """The root of ``version``.
+
+        Raises:
+            VersionNotFoundError: no such version, or it was expired.
+            CorruptCatalogError: the root file is damaged.
+        """
+        path = layout.root_path(version)
+        cached = self._roots.get(path)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        if version < self.oldest_version():
+            raise VersionNotFoundError(
+                f"version {version} was expired (oldest kept: {self.oldest_version()})"
+            )
+        try:
+            data = self.storage.read(path)
+        except StorageFileNotFoundError:
+            raise VersionNotFoundError(
+                f"version {version} does not exist in the catalog at {self.storage.location}"
+            ) from None
+        nf = decode_node(data, path)
+        if nf.root is None or nf.root.version != version:
+            raise CorruptCatalogError(
+                f"root file {path} does not hold the root of version {version}"
+            )
+        root = Root(
+            version=version,
+            node=nf.node,
+            info=nf.root,
+            definition=parse_definition(nf.root.catalog_def, path),
+            created_at_millis=nf.created_at_millis,
+        )
+        self._roots.put(path, root)
+        return root
+
+    def _read_counter(self, path: str) -> int | None:
+        try:
+            return layout.decode_counter(self.storage.read(path))
+        except StorageFileNotFoundError:
+            return None
+
+    def oldest_version(self) -> int:
+        """The floor below which versions may have been deleted (``vn/oldest``)."""
+        return self._read_counter(layout.OLDEST_FLOOR) or 0
+
+    def latest_version(self) -> int:
+        """The newest committed version, found by probing past the ``vn/latest`` hint.
+
+        Versions are dense from the floor up, so an exponential probe for the
+        first missing root followed by a binary search finds the latest one
+        in O(log distance) existence checks.
+
+        Raises:
+            CatalogNotFoundError: no catalog at this location.
+        """
+        exists = self.storage.exists
+        oldest = self.oldest_version()
+        start = max(self._read_counter(layout.LATEST_HINT) or 0, oldest)
+        if not exists(layout.root_path(start)):
+            if start == oldest or not exists(layout.root_path(oldest)):
+                raise CatalogNotFoundError(f"no olympia catalog at {self.storage.location}")
+            low, high = oldest, start  # the hint ran ahead of the roots
+        else:
+            low, step = start, 1
+            while exists(layout.root_path(low + step)):
+                low += step
+                step *= 2
+            high = low + step
+        while high - low > 1:
+            mid = (low + high) // 2
+            if exists(layout.root_path(mid)):
+                low = mid
+            else:
+                high = mid
+        return low
+
+    # --- writing ---------------------------------------------------------------
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_WRITE_WORKERS, thread_name_prefix="olympia-write")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the writer threads and release the storage."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+        self.storage.close()
+
+    def _materialize(
+        self, root: Node, inline_max: int, compression: str
+    ) -> tuple[Node, list[tuple[str, bytes]], list[tuple[str, Node]]]:
+        """Name every new node and big value; return the root with paths for
+        children, the files to write, and the new (path, node) pairs."""
+        files: list[tuple[str, bytes]] = []
+        written: list[tuple[str, Node]] = []
+        now = int(time.time() * 1000)
+
+        def offload(values: Iterable[Value]) -> tuple[Value, ...]:
+            out: list[Value] = []
+            for v in values:
+                if isinstance(v, bytes) and len(v) > inline_max:
+                    path = layout.def_path(v)
+                    files.append((path, v))
+                    self._values.put(path, v)
+                    out.append(DefRef(path))
+                else:
+                    out.append(v)
+            return tuple(out)
+
+        def persist(node: Node) -> Node:
+            if node.is_leaf:
+                return Node(0, node.keys, offload(node.values))
+            kids: list[ChildRef] = []
+            for child in node.children:
+                if isinstance(child, Node):
+                    stored = persist(child)
+                    data = encode_node(NodeFile(stored, now), compression)
+                    path = layout.node_path(data)
+                    files.append((path, data))
+                    written.append((path, stored))
+                    kids.append(path)
+                else:
+                    kids.append(child)
+            return Node(node.height, node.keys, (), tuple(kids))
+
+        return persist(root), files, written
+
+    def _put_all(self, files: Sequence[tuple[str, bytes]]) -> None:
+        if not files:
+            return
+        futures = [self._executor().submit(self.storage.put_if_absent, p, d) for p, d in files]
+        errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            raise CommitFailedError(
+                f"writing node files failed; nothing was published: {failed[0]}"
+            ) from failed[0]
+
+    def commit(
+        self,
+        version: int,
+        root: Node,
+        definition: CatalogDefinition,
+        transaction_id: str,
+        actions: Sequence[tuple[str, bytes]] = (),
+        previous_root: str | None = None,
+        rollback_from_root: str | None = None,
+        begin_version: int | None = None,
+        isolation: str = "",
+        serialized_before: Sequence[int] = (),
+    ) -> Root:
+        """Publish ``root`` as ``version`` (see the module docstring).
+
+        Raises:
+            CommitConflictError: rule ``version-taken``: another writer
+                published ``version`` first. Nothing reachable changed.
+            CommitFailedError: storage failed; ``version`` was not published
+                by this call as far as could be checked.
+        """
+        compression = definition.node_compression or "none"
+        stored_root, files, written = self._materialize(
+            root, int(definition.inline_value_max_bytes), compression
+        )
+        now = int(time.time() * 1000)
+        info = RootInfo(
+            version=version,
+            catalog_def=definition.SerializeToString(deterministic=True),
+            transaction_id=transaction_id,
+            previous_root=previous_root,
+            rollback_from_root=rollback_from_root,
+            actions=tuple(actions),
+            begin_version=begin_version,
+            isolation=isolation,
+            serialized_before=tuple(serialized_before),
+        )
+        root_bytes = encode_node(NodeFile(stored_root, now, info), compression)
+        self._put_all(files)
+        path = layout.root_path(version)
+        try:
+            self.storage.put_if_absent(path, root_bytes)
+        except StorageFileExistsError:
+            self._delete_quietly(p for p, _ in files)
+            raise CommitConflictError(
+                f"version {version} was committed by another writer first",
+                version=version,
+                rule="version-taken",
+            ) from None
+        except StorageError as exc:
+            # The outcome is unknown: look before deciding.
+            try:
+                landed = self.storage.read(path)
+            except StorageError:
+                raise CommitFailedError(f"publishing version {version} failed: {exc}") from exc
+            if landed != root_bytes:
+                raise CommitConflictError(
+                    f"version {version} was committed by another writer first",
+                    version=version,
+                    rule="version-taken",
+                ) from None
+        if version < self.oldest_version():
+            # Expiration moved the floor past this version while we committed
+            # (it deleted the root we then re-created): nobody can see it.
+            self._delete_quietly([path])
+            raise CommitConflictError(
+                f"version {version} is below the catalog's oldest version after expiration",
+                version=version,
+                rule="history-expired",
+            )
+        for p, n in written:
+            self._nodes.put(p, n)
+        self.last_write = WriteStats(
+            files=len(files) + 1, bytes=sum(len(d) for _, d in files) + len(root_bytes)
+        )
+        result = Root(version, stored_root, info, definition, now)
+        self._roots.put(path, result)
+        with contextlib.suppress(StorageError):  # only a hint: readers probe past it
+            self.storage.overwrite(layout.LATEST_HINT, layout.encode_counter(version))
+        return result
+
+    def _delete_quietly(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            with contextlib.suppress(StorageError):
+                self.storage.delete(p)
+
+    def new_transaction_id(self) -> str:
+        return uuid.uuid4().hex
+
+    def check_tree(self, root: Root) -> int:
+        """Run :func:`olympia.tree.check` on a version; return its key count."""
+        return tree.check(root.node, root.order, self.load_node)

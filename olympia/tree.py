@@ -1,0 +1,267 @@
+"""Copy-on-write B+ tree operations. Pure functions; nodes come through a loader.
+
+Changes are applied in batches: :func:`apply` takes a sorted list of
+``(key, value or None)`` and returns a new root, copying only the nodes on
+the paths to changed keys and sharing every other subtree with the old
+tree. A transaction keeps its pending changes apart from the root it
+started from and can replay them onto any newer root with the same call.
+
+Invariants (checked by :func:`check`), for order ``m`` and ``lo = ceil(m/2)``:
+keys strictly increase within a node; every node holds at most ``m``
+entries; every node but the root holds at least ``lo``; an internal root has
+at least two children; all leaves are at height 0 and each child is one
+lower than its parent; an internal node's key ``i`` is the smallest key of
+child ``i``'s subtree.
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+
+from olympia.errors import CorruptCatalogError
+from olympia.node import EMPTY_LEAF, ChildRef, Loader, Node, Value
+
+Change = tuple[str, "Value | None"]
+
+
+def min_fill(order: int) -> int:
+    """Smallest number of entries of a non-root node."""
+    return (order + 1) // 2
+
+
+def resolve(ref: ChildRef, loader: Loader) -> Node:
+    """The node behind a child reference."""
+    return ref if isinstance(ref, Node) else loader(ref)
+
+
+def get(root: Node, key: str, loader: Loader) -> Value | None:
+    """The value stored under ``key``, or None."""
+    node = root
+    while not node.is_leaf:
+        i = bisect_right(node.keys, key) - 1
+        if i < 0:
+            return None
+        node = resolve(node.children[i], loader)
+    i = bisect_left(node.keys, key)
+    if i < len(node.keys) and node.keys[i] == key:
+        return node.values[i]
+    return None
+
+
+def scan(
+    root: Node, prefix: str, loader: Loader, start: str | None = None
+) -> Iterator[tuple[str, Value]]:
+    """Yield ``(key, value)`` for every key starting with ``prefix``, in order.
+
+    ``start`` (inclusive), when given, skips keys below it.
+    """
+    lower = max(prefix, start) if start is not None else prefix
+    yield from _scan(root, prefix, lower, loader)
+
+
+def _scan(node: Node, prefix: str, lower: str, loader: Loader) -> Iterator[tuple[str, Value]]:
+    if node.is_leaf:
+        for i in range(bisect_left(node.keys, lower), len(node.keys)):
+            key = node.keys[i]
+            if not key.startswith(prefix):
+                return
+            yield key, node.values[i]
+        return
+    first = max(bisect_right(node.keys, lower) - 1, 0)
+    for i in range(first, len(node.keys)):
+        if i > first and node.keys[i] > prefix and not node.keys[i].startswith(prefix):
+            return
+        yield from _scan(resolve(node.children[i], loader), prefix, lower, loader)
+
+
+def apply(root: Node, changes: Sequence[Change], order: int, loader: Loader) -> Node:
+    """Return the root of the tree ``root`` with ``changes`` applied.
+
+    ``changes`` must be sorted by key without repeats; a value of None deletes
+    the key (deleting a missing key is a no-op). Returned nodes that are new
+    are in-memory :class:`Node` objects; unchanged subtrees keep their paths.
+    """
+    if order < 3:
+        raise ValueError("B-tree order must be at least 3")
+    if not changes:
+        return root
+    for a, b in itertools.pairwise(changes):
+        if a[0] >= b[0]:
+            raise ValueError("changes must be sorted by key without repeats")
+    level = _apply(root, changes, order, loader)
+    height = root.height
+    while len(level) > 1:
+        height += 1
+        level = [_internal(height, chunk) for chunk in _split_even(level, order)]
+    if not level:
+        return EMPTY_LEAF
+    top = level[0]
+    while not top.is_leaf and len(top.children) == 1:
+        top = resolve(top.children[0], loader)
+    return top
+
+
+def _internal(height: int, children: Sequence[ChildRef | Node]) -> Node:
+    keys = tuple(c.keys[0] for c in children if isinstance(c, Node))
+    assert len(keys) == len(children)
+    return Node(height=height, keys=keys, children=tuple(children))
+
+
+def _split_even(items: Sequence[Node], order: int) -> list[list[Node]]:
+    n = len(items)
+    if n <= order:
+        return [list(items)]
+    k = -(-n // order)
+    base, extra = divmod(n, k)
+    out: list[list[Node]] = []
+    start = 0
+    for i in range(k):
+        size = base + (1 if i < extra else 0)
+        out.append(list(items[start : start + size]))
+        start += size
+    return out
+
+
+def _chunks(
+    node_height: int, keys: list[str], items: list[Value] | list[ChildRef], order: int
+) -> list[Node]:
+    """Cut sorted entries into nodes of even size within the fan-out bounds."""
+    n = len(keys)
+    if n == 0:
+        return []
+    k = 1 if n <= order else -(-n // order)
+    base, extra = divmod(n, k)
+    out: list[Node] = []
+    start = 0
+    for i in range(k):
+        end = start + base + (1 if i < extra else 0)
+        if node_height == 0:
+            out.append(Node(0, tuple(keys[start:end]), tuple(items[start:end])))  # type: ignore[arg-type]
+        else:
+            out.append(Node(node_height, tuple(keys[start:end]), (), tuple(items[start:end])))  # type: ignore[arg-type]
+        start = end
+    return out
+
+
+def _merge_leaf(node: Node, changes: Sequence[Change]) -> tuple[list[str], list[Value]]:
+    keys: list[str] = []
+    values: list[Value] = []
+    old_k, old_v = node.keys, node.values
+    i = j = 0
+    n, c = len(old_k), len(changes)
+    while i < n or j < c:
+        if j >= c or (i < n and old_k[i] < changes[j][0]):
+            keys.append(old_k[i])
+            values.append(old_v[i])
+            i += 1
+            continue
+        ck, cv = changes[j]
+        if i < n and old_k[i] == ck:
+            i += 1
+        if cv is not None:
+            keys.append(ck)
+            values.append(cv)
+        j += 1
+    return keys, values
+
+
+def _apply(node: Node, changes: Sequence[Change], order: int, loader: Loader) -> list[Node]:
+    """Nodes of the same height as ``node`` that replace it; may be empty,
+    and a single returned node may be under-full."""
+    if node.is_leaf:
+        keys, values = _merge_leaf(node, changes)
+        return _chunks(0, keys, values, order)
+
+    lo = min_fill(order)
+    # (pivot key, child ref, known to be within bounds)
+    entries: list[tuple[str, ChildRef, bool]] = []
+    ci = 0
+    n = len(node.keys)
+    for i in range(n):
+        upper = node.keys[i + 1] if i + 1 < n else None
+        cj = ci
+        while cj < len(changes) and (upper is None or changes[cj][0] < upper):
+            cj += 1
+        if cj == ci:
+            entries.append((node.keys[i], node.children[i], True))
+            continue
+        for new in _apply(resolve(node.children[i], loader), changes[ci:cj], order, loader):
+            entries.append((new.keys[0], new, len(new) >= lo))
+        ci = cj
+
+    merged: list[tuple[str, ChildRef, bool]] = []
+    for entry in entries:
+        if merged and not (merged[-1][2] and entry[2]):
+            left = resolve(merged[-1][1], loader)
+            right = resolve(entry[1], loader)
+            parts = _chunks(
+                left.height,
+                list(left.keys + right.keys),
+                list(left.values + right.values)
+                if left.is_leaf
+                else list(left.children + right.children),
+                order,
+            )
+            merged.pop()
+            for part in parts:
+                merged.append((part.keys[0], part, len(part) >= lo))
+        else:
+            merged.append(entry)
+    return _chunks(node.height, [e[0] for e in merged], [e[1] for e in merged], order)
+
+
+def new_nodes(root: Node) -> list[Node]:
+    """The in-memory nodes below ``root`` (not ``root`` itself), children first."""
+    out: list[Node] = []
+
+    def walk(node: Node) -> None:
+        for c in node.children:
+            if isinstance(c, Node):
+                walk(c)
+                out.append(c)
+
+    walk(root)
+    return out
+
+
+def check(root: Node, order: int, loader: Loader) -> int:
+    """Verify every invariant of the tree under ``root``; return its key count.
+
+    Raises:
+        CorruptCatalogError: describing the first violation found.
+    """
+    lo = min_fill(order)
+
+    def walk(node: Node, is_root: bool, lower: str | None, upper: str | None) -> int:
+        keys = node.keys
+        if any(a >= b for a, b in itertools.pairwise(keys)):
+            raise CorruptCatalogError("keys not strictly increasing in a node")
+        if len(keys) > order:
+            raise CorruptCatalogError(f"node holds {len(keys)} entries, order is {order}")
+        if not is_root and len(keys) < lo:
+            raise CorruptCatalogError(f"non-root node holds {len(keys)} entries, minimum is {lo}")
+        if keys and (
+            (lower is not None and keys[0] < lower) or (upper is not None and keys[-1] >= upper)
+        ):
+            raise CorruptCatalogError("node keys outside the range given by its parent")
+        if node.is_leaf:
+            if len(node.values) != len(keys) or node.children:
+                raise CorruptCatalogError("leaf entry count mismatch")
+            return len(keys)
+        if is_root and len(keys) < 2:
+            raise CorruptCatalogError("internal root with fewer than two children")
+        if len(node.children) != len(keys) or node.values:
+            raise CorruptCatalogError("internal entry count mismatch")
+        total = 0
+        for i, ref in enumerate(node.children):
+            child = resolve(ref, loader)
+            if child.height != node.height - 1:
+                raise CorruptCatalogError("leaves at different depths")
+            if not child.keys or child.keys[0] != keys[i]:
+                raise CorruptCatalogError("pivot key differs from the child's smallest key")
+            total += walk(child, False, keys[i], keys[i + 1] if i + 1 < len(keys) else upper)
+        return total
+
+    return walk(root, True, None, None)

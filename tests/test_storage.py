@@ -1,0 +1,622 @@
+"""Contract tests for every storage backend, plus backend-specific behaviour."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from olympia.errors import (
+    InvalidPathError,
+    OlympiaError,
+    StorageError,
+    StorageFileExistsError,
+    StorageFileNotFoundError,
+)
+from olympia.storage import LocalStorage, MemoryStorage, Storage, open_storage
+from olympia.storage.local import TMP_DIR
+
+Location = tuple[str, dict[str, Any]]
+
+
+@pytest.fixture
+def location(any_storage_location: Location) -> Location:
+    return any_storage_location
+
+
+@pytest.fixture
+def storage(location: Location) -> Storage:
+    return open_storage(*location)
+
+
+# --- basic semantics -----------------------------------------------------------
+
+
+def test_read_missing_file_is_not_found(storage: Storage) -> None:
+    with pytest.raises(StorageFileNotFoundError, match="v/00001"):
+        storage.read("v/00001")
+    assert storage.exists("v/00001") is False
+
+
+def test_put_if_absent_then_read(storage: Storage) -> None:
+    storage.put_if_absent("v/00001", b"first")
+    assert storage.read("v/00001") == b"first"
+    assert storage.exists("v/00001") is True
+
+
+@pytest.mark.parametrize("data", [b"", bytes(range(256)) * 3, b"\x00\r\n\x1a"])
+def test_binary_content_round_trips(storage: Storage, data: bytes) -> None:
+    storage.put_if_absent("a/blob", data)
+    assert storage.read("a/blob") == data
+    storage.overwrite("a/hint", data)
+    assert storage.read("a/hint") == data
+
+
+def test_put_if_absent_different_content_loses(storage: Storage) -> None:
+    storage.put_if_absent("v/00001", b"winner")
+    with pytest.raises(StorageFileExistsError, match="v/00001"):
+        storage.put_if_absent("v/00001", b"loser")
+    assert storage.read("v/00001") == b"winner"
+
+
+def test_put_if_absent_identical_content_succeeds(storage: Storage) -> None:
+    # A retry of a write that already landed must not look like a lost race.
+    storage.put_if_absent("v/00001", b"same bytes")
+    storage.put_if_absent("v/00001", b"same bytes")
+    assert storage.read("v/00001") == b"same bytes"
+    # ...but a prefix or extension of the stored bytes is a different file.
+    with pytest.raises(StorageFileExistsError):
+        storage.put_if_absent("v/00001", b"same byte")
+    with pytest.raises(StorageFileExistsError):
+        storage.put_if_absent("v/00001", b"same bytes!")
+
+
+def test_overwrite_creates_and_replaces(storage: Storage) -> None:
+    storage.overwrite("hint/latest", b"1")
+    assert storage.read("hint/latest") == b"1"
+    storage.overwrite("hint/latest", b"22")
+    assert storage.read("hint/latest") == b"22"
+    storage.overwrite("hint/latest", b"")
+    assert storage.read("hint/latest") == b""
+
+
+def test_overwrite_then_put_if_absent_sees_file(storage: Storage) -> None:
+    storage.overwrite("x", b"old")
+    with pytest.raises(StorageFileExistsError):
+        storage.put_if_absent("x", b"new")
+    assert storage.read("x") == b"old"
+
+
+def test_delete(storage: Storage) -> None:
+    storage.put_if_absent("v/00001", b"x")
+    storage.delete("v/00001")
+    assert storage.exists("v/00001") is False
+    with pytest.raises(StorageFileNotFoundError):
+        storage.read("v/00001")
+    storage.delete("v/00001")  # deleting a missing file is fine
+    storage.delete("never/there")
+    # After a delete the name is free again.
+    storage.put_if_absent("v/00001", b"again")
+    assert storage.read("v/00001") == b"again"
+
+
+def test_list(storage: Storage) -> None:
+    for path in ["v/00002", "v/00001", "v/sub/deep/f", "vv/other", "w", "v2"]:
+        storage.put_if_absent(path, path.encode())
+    assert storage.list("v") == ["v/00001", "v/00002", "v/sub/deep/f"]
+    assert storage.list("v/") == ["v/00001", "v/00002", "v/sub/deep/f"]
+    assert storage.list("v/sub") == ["v/sub/deep/f"]
+    assert storage.list("vv") == ["vv/other"]
+    assert storage.list("nothing") == []
+    assert storage.list("w") == []  # a file, not a folder
+    storage.delete("v/00001")
+    assert storage.list("v") == ["v/00002", "v/sub/deep/f"]
+    # Every listed path reads back its own content.
+    assert all(storage.read(p) == p.encode() for p in storage.list("v"))
+
+
+def test_folder_is_not_a_file(storage: Storage) -> None:
+    storage.put_if_absent("ns/t/f", b"x")
+    assert storage.exists("ns") is False
+    assert storage.exists("ns/t") is False
+    with pytest.raises(StorageFileNotFoundError):
+        storage.read("ns/t")
+    storage.delete("ns/t")  # no file there: nothing happens
+    assert storage.read("ns/t/f") == b"x"
+
+
+def test_second_instance_sees_same_files(location: Location) -> None:
+    a, b = open_storage(*location), open_storage(*location)
+    assert b.exists("f") is False
+    a.put_if_absent("f", b"from a")
+    assert b.exists("f") is True
+    assert b.read("f") == b"from a"
+    with pytest.raises(StorageFileExistsError):
+        b.put_if_absent("f", b"from b")
+    b.overwrite("f", b"from b")
+    assert a.read("f") == b"from b"
+    a.delete("f")
+    assert b.exists("f") is False
+    assert b.list("f") == [] and a.list("g") == []
+
+
+BAD_PATHS = [
+    "",
+    ".",
+    "..",
+    "../x",
+    "a/../../x",
+    "a/..",
+    "./a",
+    "a/./b",
+    "/abs",
+    "/etc/passwd",
+    "a\\b",
+    "..\\x",
+    "a//b",
+    "a/",
+    "a b",
+    "a\x00b",
+    "caf\u00e9",
+    "s3://other/x",
+]
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_path_escapes_are_refused(storage: Storage, path: str) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: storage.read(path),
+        lambda: storage.put_if_absent(path, b"x"),
+        lambda: storage.overwrite(path, b"x"),
+        lambda: storage.exists(path),
+        lambda: storage.delete(path),
+    ]
+    if path not in ("a/",):  # list() accepts one trailing slash on a folder
+        calls.append(lambda: storage.list(path))
+    for call in calls:
+        with pytest.raises(InvalidPathError):
+            call()
+
+
+def test_path_escape_writes_nothing_outside(tmp_path: Path) -> None:
+    root = tmp_path / "cat" / "inner"
+    storage = open_storage(str(root))
+    for path in ["../x", "../../x", "/x", "..\\x", str(tmp_path / "abs")]:
+        with pytest.raises(InvalidPathError):
+            storage.put_if_absent(path, b"escaped")
+        with pytest.raises(InvalidPathError):
+            storage.overwrite(path, b"escaped")
+    # Only the catalog root (and nothing else) may ever be created.
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+def test_list_trailing_slash_is_the_folder(storage: Storage) -> None:
+    storage.put_if_absent("a/b", b"1")
+    assert storage.list("a/") == storage.list("a") == ["a/b"]
+
+
+# --- races -----------------------------------------------------------------------
+
+
+def _race_threads(storage: Storage, path: str, threads: int) -> dict[int, str]:
+    """Start ``threads`` writers of distinct payloads on ``path`` at once."""
+    barrier = threading.Barrier(threads)
+    outcomes: dict[int, str] = {}
+
+    def writer(i: int) -> None:
+        barrier.wait()
+        try:
+            storage.put_if_absent(path, f"writer {i}".encode())
+            outcomes[i] = "won"
+        except StorageFileExistsError:
+            outcomes[i] = "lost"
+        except Exception as exc:  # recorded, asserted by the caller
+            outcomes[i] = repr(exc)
+
+    pool = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(30)
+    return outcomes
+
+
+def test_thread_race_has_exactly_one_winner(storage: Storage) -> None:
+    threads = 16
+    for round_ in range(3):
+        path = f"v/{round_:05d}"
+        outcomes = _race_threads(storage, path, threads)
+        winners = [i for i, o in outcomes.items() if o == "won"]
+        assert len(winners) == 1, outcomes
+        assert sorted(outcomes.values()) == ["lost"] * (threads - 1) + ["won"], outcomes
+        assert storage.read(path) == f"writer {winners[0]}".encode()
+
+
+def _process_writer(location: Location, path: str, index: int, barrier: Any, results: Any) -> None:
+    """Body of one racing process (module level so 'spawn' can import it)."""
+    storage = open_storage(*location)
+    storage.exists(path)  # connect before the start line, so all PUTs overlap
+    barrier.wait(60)
+    try:
+        storage.put_if_absent(path, f"process {index}".encode())
+        results.put((index, "won"))
+    except StorageFileExistsError:
+        results.put((index, "lost"))
+    except Exception as exc:
+        results.put((index, repr(exc)))
+
+
+@pytest.mark.parametrize(
+    "any_storage_location",
+    [
+        "local",
+        "s3",
+    ],
+    indirect=True,
+)
+def test_process_race_has_exactly_one_winner(storage: Storage, location: Location) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    n = 4
+    barrier = ctx.Barrier(n)
+    results = ctx.Queue()
+    path = "v/00001"
+    procs = [
+        ctx.Process(target=_process_writer, args=(location, path, i, barrier, results))
+        for i in range(n)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = dict(results.get(timeout=120) for _ in range(n))
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    winners = [i for i, o in outcomes.items() if o == "won"]
+    assert len(winners) == 1, outcomes
+    assert sorted(outcomes.values()) == ["lost"] * (n - 1) + ["won"], outcomes
+    assert storage.read(path) == f"process {winners[0]}".encode()
+
+
+BIG = 8 * 1024 * 1024
+
+
+def _big_payload(seed: int) -> bytes:
+    """8 MiB whose first 8 bytes determine all the others (self-verifying)."""
+    head = seed.to_bytes(8, "big")
+    return head + hashlib.shake_256(head).digest(BIG - 8)
+
+
+def _is_whole_payload(data: bytes) -> bool:
+    return len(data) == BIG and hashlib.shake_256(data[:8]).digest(BIG - 8) == data[8:]
+
+
+def test_reader_never_sees_a_partial_file(storage: Storage) -> None:
+    path = "v/big"
+    payloads = [_big_payload(seed) for seed in range(1, 4)]
+    stop = threading.Event()
+    seen: list[str] = []
+    bad: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set() or "full" not in seen:
+            try:
+                data = storage.read(path)
+            except StorageFileNotFoundError:
+                seen.append("missing")
+                continue
+            except Exception as exc:
+                bad.append(repr(exc))
+                return
+            if _is_whole_payload(data) and data in payloads:
+                seen.append("full")
+            else:
+                bad.append(f"partial or foreign content of {len(data)} bytes")
+                return
+
+    def put(data: bytes) -> None:
+        with contextlib.suppress(StorageFileExistsError):
+            storage.put_if_absent(path, data)
+
+    r = threading.Thread(target=reader)
+    r.start()
+    writers = [threading.Thread(target=put, args=(p,)) for p in payloads]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(60)
+    # overwrite must never expose a partial file either.
+    for i in range(4):
+        storage.overwrite(path, payloads[i % 3])
+    stop.set()
+    r.join(60)
+    assert not r.is_alive()
+    assert bad == []
+    assert "full" in seen
+    assert storage.read(path) == payloads[0]
+
+
+# --- open_storage ----------------------------------------------------------------
+
+
+def test_open_storage_picks_backend(tmp_path: Path) -> None:
+    local = open_storage(str(tmp_path))
+    assert isinstance(local, LocalStorage) and local.location == str(tmp_path)
+    via_uri = open_storage(f"file://{tmp_path}")
+    assert isinstance(via_uri, LocalStorage) and via_uri.location == str(tmp_path)
+    local.put_if_absent("f", b"x")
+    assert via_uri.read("f") == b"x"
+    assert isinstance(open_storage("memory://olympia-open-test"), MemoryStorage)
+
+
+def test_memory_is_process_wide() -> None:
+    name = f"memory://olympia-shared-{os.getpid()}-{time.monotonic_ns()}"
+    open_storage(name).put_if_absent("f", b"shared")
+    assert open_storage(name).read("f") == b"shared"
+    assert open_storage(name + "-other").exists("f") is False
+    open_storage(name).delete("f")
+
+
+@pytest.mark.parametrize("uri", ["gs://bucket/x", "http://host/x", "hdfs://nn/x", "ftp://h/x"])
+def test_open_storage_refuses_unknown_protocol(uri: str) -> None:
+    protocol = uri.split("://")[0]
+    with pytest.raises(OlympiaError, match=f"'{protocol}'.*put-if-absent"):
+        open_storage(uri)
+
+
+def test_open_storage_refuses_empty_uri_and_bucketless_s3() -> None:
+    with pytest.raises(OlympiaError):
+        open_storage("")
+    with pytest.raises(OlympiaError, match="bucket"):
+        open_storage("s3://")
+
+
+def test_open_storage_without_s3fs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "olympia.storage.s3", raising=False)
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # makes "import s3fs" fail
+    with pytest.raises(OlympiaError, match=r"olympia\[s3\]"):
+        open_storage("s3://bucket/x")
+
+
+# --- local backend ------------------------------------------------------------
+
+
+def test_local_leaves_no_temp_files(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path))
+    storage.put_if_absent("v/1", b"a")
+    with pytest.raises(StorageFileExistsError):
+        storage.put_if_absent("v/1", b"b")
+    storage.put_if_absent("v/1", b"a")
+    storage.overwrite("h", b"c")
+    assert list((tmp_path / TMP_DIR).iterdir()) == []
+    # A stray temp file (say, from a crash) is never listed or readable.
+    (tmp_path / TMP_DIR / "crash.tmp").write_bytes(b"partial")
+    with pytest.raises(InvalidPathError):
+        storage.list(TMP_DIR)
+    with pytest.raises(InvalidPathError):
+        storage.read(f"{TMP_DIR}/crash.tmp")
+    assert storage.list("v") == ["v/1"]
+
+
+def test_local_files_are_complete_on_disk(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path / "root"))
+    storage.put_if_absent("ns/v/00001", b"content")
+    assert (tmp_path / "root" / "ns" / "v" / "00001").read_bytes() == b"content"
+
+
+def test_local_os_errors_become_storage_errors(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path))
+    storage.put_if_absent("a", b"file")
+    # "a" is a file, so "a/b" cannot be created: a storage failure, not "exists".
+    with pytest.raises(StorageError, match="a/b") as info:
+        storage.put_if_absent("a/b", b"x")
+    assert type(info.value) is StorageError
+    with pytest.raises(StorageError, match="a/b") as info:
+        storage.overwrite("a/b", b"x")
+    assert type(info.value) is StorageError
+    assert storage.exists("a/b") is False
+    with pytest.raises(StorageFileNotFoundError):
+        storage.read("a/b")
+
+
+def test_local_put_onto_folder_is_storage_error(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path))
+    storage.put_if_absent("d/f", b"x")
+    with pytest.raises(StorageError, match="folder") as info:
+        storage.put_if_absent("d", b"x")
+    assert type(info.value) is StorageError
+
+
+def test_local_io_error_is_storage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    storage = open_storage(str(tmp_path))
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "disk on fire")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    calls: list[Callable[[], object]] = [
+        lambda: storage.put_if_absent("v/1", b"x"),
+        lambda: storage.overwrite("v/1", b"x"),
+    ]
+    for call in calls:
+        with pytest.raises(StorageError, match=r"v/1.*disk on fire") as info:
+            call()
+        assert type(info.value) is StorageError
+    monkeypatch.undo()
+    assert storage.exists("v/1") is False
+    assert list((tmp_path / TMP_DIR).iterdir()) == []  # failed writes clean up
+
+
+# --- S3 backend -------------------------------------------------------------------
+
+
+def _s3_events(storage: Storage) -> Any:
+    """The botocore event system of this storage's own S3 client."""
+    return storage._fs.s3.meta.events  # type: ignore[attr-defined]
+
+
+def test_s3_409_conflict_is_retried(s3_location: Location) -> None:
+    from botocore.exceptions import ClientError
+
+    storage = open_storage(*s3_location)
+    attempts: list[int] = []
+
+    def conflict_once(**_: Any) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ClientError(
+                {
+                    "Error": {"Code": "ConditionalRequestConflict", "Message": "busy"},
+                    "ResponseMetadata": {"HTTPStatusCode": 409},
+                },
+                "PutObject",
+            )
+
+    _s3_events(storage).register("before-call.s3.PutObject", conflict_once)
+    storage.put_if_absent("v/00001", b"payload")
+    assert len(attempts) == 2
+    assert open_storage(*s3_location).read("v/00001") == b"payload"
+
+
+def test_s3_409_forever_is_storage_error(s3_location: Location) -> None:
+    from botocore.exceptions import ClientError
+
+    storage = open_storage(*s3_location)
+    storage.conflict_attempts = 3  # type: ignore[attr-defined]
+    storage.conflict_backoff = 0.001  # type: ignore[attr-defined]
+    attempts: list[int] = []
+
+    def always_conflict(**_: Any) -> None:
+        attempts.append(1)
+        raise ClientError(
+            {
+                "Error": {"Code": "ConditionalRequestConflict", "Message": "busy"},
+                "ResponseMetadata": {"HTTPStatusCode": 409},
+            },
+            "PutObject",
+        )
+
+    _s3_events(storage).register("before-call.s3.PutObject", always_conflict)
+    with pytest.raises(StorageError, match="409") as info:
+        storage.put_if_absent("v/00001", b"payload")
+    # A 409 says nothing about the file: never reported as "exists".
+    assert not isinstance(info.value, StorageFileExistsError)
+    assert len(attempts) == 3
+    assert storage.exists("v/00001") is False
+
+
+def test_s3_lost_reply_counts_as_success(s3_location: Location) -> None:
+    from botocore.exceptions import ConnectionClosedError
+
+    storage = open_storage(*s3_location)
+    puts: list[int] = []
+
+    def lose_first_reply(**_: Any) -> None:
+        # after-call runs once the server has stored the object.
+        puts.append(1)
+        if len(puts) == 1:
+            raise ConnectionClosedError(endpoint_url="http://moto")
+
+    _s3_events(storage).register("after-call.s3.PutObject", lose_first_reply)
+    storage.put_if_absent("v/00001", b"mine")  # the resend gets 412: still success
+    assert len(puts) == 2
+    assert storage.read("v/00001") == b"mine"
+
+
+def test_s3_lost_reply_with_other_content_is_exists(s3_location: Location) -> None:
+    storage = open_storage(*s3_location)
+    open_storage(*s3_location).put_if_absent("v/00001", b"theirs")
+    with pytest.raises(StorageFileExistsError, match="v/00001"):
+        storage.put_if_absent("v/00001", b"mine")
+    assert storage.read("v/00001") == b"theirs"
+
+
+def test_s3_is_fresh_across_instances(s3_location: Location) -> None:
+    writer, prober = open_storage(*s3_location), open_storage(*s3_location)
+    assert writer._fs is not prober._fs  # type: ignore[attr-defined]
+    writer.put_if_absent("v/00000", b"zero")
+    # Warm every cache the prober could have: a stale answer must not survive.
+    assert prober.exists("v/00001") is False
+    assert prober.list("v") == ["v/00000"]
+    folder = prober.location.removeprefix("s3://") + "/v"
+    assert len(prober._fs.ls(folder)) == 1  # type: ignore[attr-defined]
+    writer.put_if_absent("v/00001", b"one")
+    assert prober.exists("v/00001") is True
+    assert prober.read("v/00001") == b"one"
+    assert prober.list("v") == ["v/00000", "v/00001"]
+    writer.overwrite("v/00001", b"two")
+    assert prober.read("v/00001") == b"two"
+    writer.delete("v/00001")
+    assert prober.exists("v/00001") is False
+    with pytest.raises(StorageFileNotFoundError):
+        prober.read("v/00001")
+    assert prober.list("v") == ["v/00000"]
+
+
+def test_s3a_is_the_same_store(s3_location: Location) -> None:
+    uri, options = s3_location
+    open_storage(uri, options).put_if_absent("f", b"x")
+    assert open_storage("s3a://" + uri.removeprefix("s3://"), options).read("f") == b"x"
+
+
+def test_s3_options_do_not_leak_between_instances(moto_server: Any, s3_location: Location) -> None:
+    uri, options = s3_location
+    good = open_storage(uri, options)
+    good.put_if_absent("f", b"x")
+    dead = {
+        **options,
+        "endpoint_url": f"http://127.0.0.1:{_closed_port()}",
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+    }
+    bad = open_storage(uri, dead)
+    with pytest.raises(StorageError, match="'f'") as info:
+        bad.read("f")
+    assert not isinstance(info.value, StorageFileNotFoundError)
+    assert good.read("f") == b"x"  # the first instance kept its own endpoint
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_s3_missing_bucket_is_storage_error(moto_server: Any) -> None:
+    storage = open_storage("s3://olympia-no-such-bucket/x", moto_server.storage_options)
+    calls: list[Callable[[], object]] = [
+        lambda: storage.read("f"),
+        lambda: storage.put_if_absent("f", b"x"),
+        lambda: storage.overwrite("f", b"x"),
+        lambda: storage.list("v"),
+    ]
+    for call in calls:
+        with pytest.raises(StorageError, match="olympia-no-such-bucket") as info:
+            call()
+        assert type(info.value) is StorageError
+
+
+def test_s3_keys_stay_under_prefix(moto_server: Any, s3_location: Location) -> None:
+    uri, options = s3_location
+    storage = open_storage(uri, options)
+    storage.put_if_absent("v/00001", b"x")
+    storage.overwrite("hint", b"y")
+    prefix = uri.removeprefix(f"s3://{moto_server.bucket}/")
+    listed = moto_server.boto3_client().list_objects_v2(Bucket=moto_server.bucket, Prefix=prefix)
+    assert sorted(o["Key"] for o in listed["Contents"]) == [f"{prefix}/hint", f"{prefix}/v/00001"]
+    # Keys that no catalog path can name (folder markers) are not listed.
+    moto_server.boto3_client().put_object(
+        Bucket=moto_server.bucket, Key=f"{prefix}/v/marker/", Body=b""
+    )
+    assert storage.list("v") == ["v/00001"]

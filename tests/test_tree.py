@@ -1,0 +1,115 @@
+"""Property tests: the copy-on-write tree against a plain dict."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from olympia import tree
+from olympia.errors import CorruptCatalogError
+from olympia.node import EMPTY_LEAF, Node
+
+ORDERS = [3, 4, 5, 7, 16]
+
+key_st = st.integers(0, 400).map(lambda i: f"AAAC{i:05d}")
+batch_st = st.dictionaries(key_st, st.one_of(st.none(), st.binary(min_size=1, max_size=6)), max_size=60)
+
+
+class FakeFiles:
+    """Persists new nodes under fake paths so that later batches share them."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, Node] = {}
+        self.counter = itertools.count()
+
+    def load(self, path: str) -> Node:
+        return self.files[path]
+
+    def persist(self, root: Node) -> Node:
+        def walk(node: Node) -> Node:
+            if node.is_leaf:
+                return node
+            kids = []
+            for c in node.children:
+                if isinstance(c, Node):
+                    stored = walk(c)
+                    path = f"node/{next(self.counter)}.arrow"
+                    self.files[path] = stored
+                    kids.append(path)
+                else:
+                    kids.append(c)
+            return Node(node.height, node.keys, (), tuple(kids))
+
+        return walk(root)
+
+
+def _apply_ref(ref: dict[str, bytes], batch: dict[str, bytes | None]) -> None:
+    for k, v in batch.items():
+        if v is None:
+            ref.pop(k, None)
+        else:
+            ref[k] = v
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(batch_st, min_size=1, max_size=25), prefix=st.sampled_from(["AAAC", "AAAC000", "AAAC001", "AAAC0039", "AAAD"]))
+def test_tree_matches_dict(order, batches, prefix):
+    files = FakeFiles()
+    root = EMPTY_LEAF
+    ref: dict[str, bytes] = {}
+    for batch in batches:
+        before = dict(files.files)
+        root = files.persist(tree.apply(root, sorted(batch.items()), order, files.load))
+        _apply_ref(ref, batch)
+        # Existing node files are never changed by a later commit.
+        assert all(files.files[p] is n for p, n in before.items())
+        assert tree.check(root, order, files.load) == len(ref)
+        assert list(tree.scan(root, "", files.load)) == sorted(ref.items())
+        expected = sorted((k, v) for k, v in ref.items() if k.startswith(prefix))
+        assert list(tree.scan(root, prefix, files.load)) == expected
+        for k in list(batch)[:10]:
+            assert tree.get(root, k, files.load) == ref.get(k)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_single_change_copies_one_path(order):
+    files = FakeFiles()
+    root = files.persist(tree.apply(EMPTY_LEAF, [(f"AAAC{i:05d}", b"v") for i in range(2000)], order, files.load))
+    changed = tree.apply(root, [("AAAC01000", b"new")], order, files.load)
+    # Only the nodes on the path to the changed key are new.
+    assert len(tree.new_nodes(changed)) == root.height
+    assert tree.get(changed, "AAAC01000", files.load) == b"new"
+    assert tree.get(root, "AAAC01000", files.load) == b"v"
+
+
+def test_delete_everything_gives_an_empty_leaf():
+    files = FakeFiles()
+    keys = [f"AAAC{i:05d}" for i in range(300)]
+    root = files.persist(tree.apply(EMPTY_LEAF, [(k, b"v") for k in keys], 3, files.load))
+    root = tree.apply(root, [(k, None) for k in keys], 3, files.load)
+    assert root.is_leaf and len(root) == 0
+
+
+def test_unsorted_changes_are_refused():
+    with pytest.raises(ValueError, match="sorted"):
+        tree.apply(EMPTY_LEAF, [("b", b"1"), ("a", b"2")], 4, lambda p: EMPTY_LEAF)
+
+
+def test_check_detects_broken_structure():
+    leaf_a = Node(0, ("a", "b"), (b"1", b"2"))
+    leaf_b = Node(0, ("c", "d"), (b"3", b"4"))
+    ok = Node(1, ("a", "c"), (), (leaf_a, leaf_b))
+    assert tree.check(ok, 4, lambda p: EMPTY_LEAF) == 4
+    wrong_pivot = Node(1, ("a", "c"), (), (leaf_a, Node(0, ("d", "e"), (b"3", b"4"))))
+    with pytest.raises(CorruptCatalogError, match="pivot"):
+        tree.check(wrong_pivot, 4, lambda p: EMPTY_LEAF)
+    underfull = Node(1, ("a", "c"), (), (Node(0, ("a",), (b"1",)), leaf_b))
+    with pytest.raises(CorruptCatalogError, match="minimum"):
+        tree.check(underfull, 4, lambda p: EMPTY_LEAF)
+    uneven = Node(2, ("a", "c"), (), (Node(1, ("a", "b"), (), (leaf_a, leaf_a)), leaf_b))
+    with pytest.raises(CorruptCatalogError):
+        tree.check(uneven, 4, lambda p: EMPTY_LEAF)
