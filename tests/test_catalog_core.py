@@ -24,9 +24,7 @@ def _commit(cat: olympia.Catalog, changes: dict[str, bytes | None]) -> int:
     """Commit raw key changes on top of the latest version (test helper)."""
     base = cat.store.load_root(cat.version)
     new = tree.apply(base.node, sorted(changes.items()), base.order, cat.store.load_node)
-    root = cat.store.commit(
-        base.version + 1, new, base.definition, "test", previous_root=base.path
-    )
+    root = cat.store.commit(base.version + 1, new, base.definition, "test", previous_root=base.path)
     return root.version
 
 
@@ -203,7 +201,9 @@ batches = st.lists(
 
 @pytest.mark.parametrize("backend", ["local", "memory"])
 @pytest.mark.parametrize("order", [3, 4, 9])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(batches=batches, reopen=st.lists(st.booleans(), min_size=12, max_size=12))
 def test_commits_and_reopenings_match_a_dict(tmp_path_factory, backend, order, batches, reopen):
     if backend == "local":

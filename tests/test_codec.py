@@ -15,7 +15,15 @@ keys = st.lists(st.text(min_size=1, max_size=12).map(lambda s: "AAAC" + s), uniq
 @given(keys, st.sampled_from(["none", "zstd", "lz4"]), st.data())
 def test_leaf_round_trip(ks, compression, data):
     values = tuple(
-        data.draw(st.one_of(st.binary(max_size=40), st.builds(lambda h: DefRef(f"def/{h}.binpb"), st.text("abcdef0123456789", min_size=1, max_size=8))))
+        data.draw(
+            st.one_of(
+                st.binary(max_size=40),
+                st.builds(
+                    lambda h: DefRef(f"def/{h}.binpb"),
+                    st.text("abcdef0123456789", min_size=1, max_size=8),
+                ),
+            )
+        )
         for _ in ks
     )
     nf = NodeFile(Node(0, tuple(ks), values), created_at_millis=17)
@@ -49,7 +57,7 @@ def _valid() -> bytes:
 def test_truncated_file_names_the_file():
     data = _valid()
     for cut in (0, 10, len(data) // 2, len(data) - 1):
-        with pytest.raises(CorruptCatalogError, match="node/t.arrow"):
+        with pytest.raises(CorruptCatalogError, match=r"node/t\.arrow"):
             decode_node(data[:cut], "node/t.arrow")
 
 
@@ -58,7 +66,7 @@ def test_flipped_bytes_are_detected():
     # the value bytes b"1" and b"2" sit in the uncompressed body: damage one
     idx = data.find(b"AAACb")
     data[idx + 4] = ord("c")
-    with pytest.raises(CorruptCatalogError, match="node/f.arrow"):
+    with pytest.raises(CorruptCatalogError, match=r"node/f\.arrow"):
         decode_node(bytes(data), "node/f.arrow")
 
 
@@ -72,7 +80,9 @@ def test_foreign_arrow_file_is_refused():
 
 
 def test_future_format_version_is_refused():
-    schema = SCHEMA.with_metadata({b"olympia.magic": b"olympia-node", b"olympia.format-version": b"2"})
+    schema = SCHEMA.with_metadata(
+        {b"olympia.magic": b"olympia-node", b"olympia.format-version": b"2"}
+    )
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as w:
         w.write_table(pa.table([pa.array([], t.type) for t in SCHEMA], schema=schema))

@@ -15,7 +15,9 @@ from olympia.node import EMPTY_LEAF, Node
 ORDERS = [3, 4, 5, 7, 16]
 
 key_st = st.integers(0, 400).map(lambda i: f"AAAC{i:05d}")
-batch_st = st.dictionaries(key_st, st.one_of(st.none(), st.binary(min_size=1, max_size=6)), max_size=60)
+batch_st = st.dictionaries(
+    key_st, st.one_of(st.none(), st.binary(min_size=1, max_size=6)), max_size=60
+)
 
 
 class FakeFiles:
@@ -56,7 +58,10 @@ def _apply_ref(ref: dict[str, bytes], batch: dict[str, bytes | None]) -> None:
 
 @pytest.mark.parametrize("order", ORDERS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches=st.lists(batch_st, min_size=1, max_size=25), prefix=st.sampled_from(["AAAC", "AAAC000", "AAAC001", "AAAC0039", "AAAD"]))
+@given(
+    batches=st.lists(batch_st, min_size=1, max_size=25),
+    prefix=st.sampled_from(["AAAC", "AAAC000", "AAAC001", "AAAC0039", "AAAD"]),
+)
 def test_tree_matches_dict(order, batches, prefix):
     files = FakeFiles()
     root = EMPTY_LEAF
@@ -78,7 +83,9 @@ def test_tree_matches_dict(order, batches, prefix):
 @pytest.mark.parametrize("order", ORDERS)
 def test_single_change_copies_one_path(order):
     files = FakeFiles()
-    root = files.persist(tree.apply(EMPTY_LEAF, [(f"AAAC{i:05d}", b"v") for i in range(2000)], order, files.load))
+    root = files.persist(
+        tree.apply(EMPTY_LEAF, [(f"AAAC{i:05d}", b"v") for i in range(2000)], order, files.load)
+    )
     changed = tree.apply(root, [("AAAC01000", b"new")], order, files.load)
     # Only the nodes on the path to the changed key are new.
     assert len(tree.new_nodes(changed)) == root.height
