@@ -47,12 +47,12 @@ def _require_namespace(state: OverlayState, keys: KeyCodec, namespace: str) -> b
     return value
 
 
-def _require_free(state: OverlayState, keys: KeyCodec, namespace: str, name: str) -> None:
-    """No table or view named ``name`` may exist in ``namespace``."""
-    for key, kind, error in (
-        (keys.table(namespace, name), "table", TableAlreadyExistsError),
-        (keys.view(namespace, name), "view", ViewAlreadyExistsError),
-    ):
+def _require_free(
+    state: OverlayState, keys: KeyCodec, namespace: str, name: str, error: type[OlympiaError]
+) -> None:
+    """No table or view named ``name`` may exist in ``namespace``; ``error`` is
+    the already-exists error of the kind of object being created."""
+    for key, kind in ((keys.table(namespace, name), "table"), (keys.view(namespace, name), "view")):
         if state.get(key) is not None:
             raise PreconditionFailed(
                 error(f"a {kind} named {namespace}.{name} already exists"), key, True
@@ -106,7 +106,13 @@ def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None
     elif t in (A.TABLE_CREATE, A.VIEW_CREATE):
         obj = action.table if t == A.TABLE_CREATE else action.view
         _require_namespace(state, keys, obj.namespace)
-        _require_free(state, keys, obj.namespace, obj.name)
+        _require_free(
+            state,
+            keys,
+            obj.namespace,
+            obj.name,
+            TableAlreadyExistsError if t == A.TABLE_CREATE else ViewAlreadyExistsError,
+        )
         state.put(key, obj.SerializeToString(deterministic=True))
     elif t == A.TABLE_UPDATE:
         table = action.table
@@ -133,7 +139,7 @@ def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None
         )
         new = action.table
         _require_namespace(state, keys, new.namespace)
-        _require_free(state, keys, new.namespace, new.name)
+        _require_free(state, keys, new.namespace, new.name, TableAlreadyExistsError)
         current.namespace, current.name = new.namespace, new.name
         state.put(key, None)
         state.put(action.target_key, current.SerializeToString(deterministic=True))
