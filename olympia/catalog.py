@@ -14,6 +14,7 @@ from olympia.errors import (
     CommitConflictError,
     CorruptCatalogError,
     ReadOnlyError,
+    VersionNotFoundError,
 )
 from olympia.maintenance import ExpireResult, VersionInfo
 from olympia.node import EMPTY_LEAF
@@ -120,6 +121,9 @@ class Catalog:
         Raises:
             VersionNotFoundError: the version does not exist or was expired.
         """
+        oldest = self.oldest_version
+        if version < oldest:
+            raise VersionNotFoundError(f"version {version} was expired (oldest kept: {oldest})")
         return CatalogVersion(self._store, self._store.load_root(version))
 
     def latest(self) -> CatalogVersion:

@@ -1,0 +1,137 @@
+"""Distributed transactions: persisted, resumed and committed in other processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+import olympia
+from olympia.errors import (
+    CommitConflictError,
+    TransactionClosedError,
+    TransactionExpiredError,
+    TransactionNotFoundError,
+)
+
+
+def _step_in_child(uri: str, opts: dict, txn_id: str, table: str, commit: bool, out) -> None:
+    cat = olympia.load_catalog(uri, opts)
+    txn = cat.resume(txn_id)
+    txn.create_table("sales", table, f"m/{table}")
+    out.put(txn.commit() if commit else len(txn.actions))
+
+
+def _run_child(*args) -> object:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_step_in_child, args=(*args, out))
+    proc.start()
+    result = out.get(timeout=120)
+    proc.join(60)
+    assert proc.exitcode == 0
+    return result
+
+
+@pytest.mark.parametrize("any_storage_location", ["local", "s3"], indirect=True)
+def test_resume_and_commit_in_other_processes(any_storage_location):
+    uri, opts = any_storage_location
+    cat = olympia.create_catalog(uri, opts)
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    txn = cat.begin("serializable")
+    txn.create_table("sales", "orders", "m/orders")
+    txn_id = txn.distribute()
+    assert txn_id == txn.id
+    [info] = cat.list_transactions()
+    assert (info.id, info.isolation, info.begin_version) == (txn_id, "serializable", 1)
+    assert info.expires_at_millis > info.created_at_millis
+    # Nobody else sees the pending table.
+    assert cat.latest().list_tables("sales") == []
+    assert _run_child(uri, opts, txn_id, "items", False) == 2  # a step in another process
+    version = _run_child(uri, opts, txn_id, "refunds", True)  # and the commit in a third
+    assert cat.latest().list_tables("sales") == ["items", "orders", "refunds"]
+    assert cat.list_transactions() == []
+    [record] = [h for h in cat.history() if h.version == version]
+    assert record.transaction_id == txn_id and record.begin_version == 1
+    with pytest.raises(TransactionNotFoundError, match=txn_id):
+        cat.resume(txn_id)
+
+
+def test_two_processes_advancing_one_transaction(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    txn_id = cat.begin().distribute()
+    first = cat.resume(txn_id)
+    second = olympia.load_catalog(uri).resume(txn_id)
+    first.create_table("sales", "a", "m/a")
+    with pytest.raises(CommitConflictError, match="advanced") as info:
+        second.create_table("sales", "b", "m/b")
+    assert info.value.rule == "transaction-advanced"
+    with pytest.raises(TransactionClosedError):
+        second.create_table("sales", "b", "m/b")
+    again = cat.resume(txn_id)  # sees the first process's step
+    assert again.list_tables("sales") == ["a"]
+    again.create_table("sales", "b", "m/b")
+    again.commit()
+    assert cat.latest().list_tables("sales") == ["a", "b"]
+
+
+def test_double_commit_is_refused(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    txn = cat.begin()
+    txn.create_table("sales", "a", "m/a")
+    txn_id = txn.distribute()
+    other = cat.resume(txn_id)
+    version = txn.commit()
+    with pytest.raises((CommitConflictError, TransactionClosedError)):
+        other.commit()
+    assert cat.version == version
+    assert cat.latest().list_tables("sales") == ["a"]
+
+
+def test_rollback_of_a_distributed_transaction(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    txn = cat.begin()
+    txn.create_table("sales", "a", "m/a")
+    txn_id = txn.distribute()
+    cat.resume(txn_id).rollback()
+    assert cat.list_transactions() == []
+    assert cat.latest().list_tables("sales") == []
+    with pytest.raises(TransactionNotFoundError):
+        cat.resume(txn_id)
+
+
+def test_expired_transaction_cannot_be_resumed(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"), distributed_txn_ttl_millis=1)
+    txn = cat.begin()
+    txn_id = txn.distribute()
+    import time
+
+    time.sleep(0.01)
+    with pytest.raises(TransactionExpiredError, match=txn_id):
+        cat.resume(txn_id)
+
+
+def test_distributed_transaction_conflicts_like_any_other(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+        t.create_table("sales", "a", "m/a0")
+    txn = cat.begin()
+    txn.update_table("sales", "a", metadata_location="m/a1")
+    txn_id = txn.distribute()
+    with cat.transaction() as t:
+        t.update_table("sales", "a", metadata_location="m/a2")
+    with pytest.raises(CommitConflictError) as info:
+        cat.resume(txn_id).commit()
+    assert info.value.rule == "write-write"
+    assert cat.latest().describe_table("sales", "a").metadata_location == "m/a2"
+    assert cat.list_transactions() == []  # a failed commit cleans its object up

@@ -1,0 +1,157 @@
+"""Time travel, history, rollback, export and expiration."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import olympia
+from olympia import layout
+from olympia.errors import CatalogAlreadyExistsError, OlympiaError, VersionNotFoundError
+
+
+def _tables(view, ns="n"):
+    return view.list_tables(ns)
+
+
+@pytest.fixture
+def cat(any_storage_location):
+    uri, opts = any_storage_location
+    cat = olympia.create_catalog(uri, opts, node_order=3)
+    with cat.transaction() as t:
+        t.create_namespace("n")
+    for i in range(5):
+        with cat.transaction() as t:
+            t.create_table("n", f"t{i}", f"m/{i}")
+    return cat
+
+
+def test_history_and_time_travel(cat):
+    history = cat.history()
+    assert [h.version for h in history] == list(range(7))
+    assert all(a.created_at <= b.created_at for a, b in itertools.pairwise(history))
+    assert [len(h.actions) for h in history] == [0, 1, 1, 1, 1, 1, 1]
+    assert _tables(cat.at_version(3)) == ["t0", "t1"]
+    assert _tables(cat.as_of(history[4].created_at)) == ["t0", "t1", "t2"]
+    assert _tables(cat.as_of(datetime.now(timezone.utc) + timedelta(days=1))) == [
+        f"t{i}" for i in range(5)
+    ]
+    with pytest.raises(VersionNotFoundError):
+        cat.as_of(history[0].created_at - timedelta(days=1))
+
+
+def test_rollback_rolls_forward(cat):
+    new = cat.rollback_to(3)
+    assert new == 7 and cat.version == 7
+    assert _tables(cat.latest()) == ["t0", "t1"]
+    info = cat.history()[-1]
+    assert info.rollback_from == 6
+    assert [a.type for a in info.actions] == [olympia.transaction.A.CATALOG_ROLLBACK]
+    assert _tables(cat.at_version(6)) == [f"t{i}" for i in range(5)]  # history kept
+    with cat.transaction() as t:
+        t.create_table("n", "after", "m/after")
+    assert _tables(cat.latest()) == ["after", "t0", "t1"]
+    with pytest.raises(VersionNotFoundError):
+        cat.rollback_to(100)
+
+
+@pytest.mark.parametrize("mode", ["full", "minimal"])
+def test_export(cat, tmp_path, mode):
+    target = str(tmp_path / f"export-{mode}")
+    assert cat.export_snapshot("snap", target, mode=mode) == 6
+    exported = olympia.load_catalog(target)
+    assert _tables(exported.latest()) == [f"t{i}" for i in range(5)]
+    if mode == "full":
+        assert exported.version == 6
+        assert _tables(exported.at_version(3)) == ["t0", "t1"]
+    else:
+        assert exported.version == 0
+    assert exported.store.check_tree(exported.store.load_root(exported.version)) == 6
+    with pytest.raises(OlympiaError, match="already exists"):
+        cat.export_snapshot("snap", str(tmp_path / "other"))
+    with pytest.raises(CatalogAlreadyExistsError):
+        cat.export_snapshot("again", target)
+    with pytest.raises(OlympiaError, match="mode"):
+        cat.export_snapshot("bad", str(tmp_path / "bad"), mode="partial")
+
+
+def test_expire_keeps_what_is_reachable(cat):
+    before = _tables(cat.latest())
+    result = cat.expire_versions(keep_last=2, grace_seconds=0)
+    assert result.oldest_version == 5 and cat.oldest_version == 5
+    assert result.deleted_roots == 5
+    assert result.deleted_files > 0
+    with pytest.raises(VersionNotFoundError):
+        cat.at_version(4)
+    fresh = olympia.load_catalog(cat.uri, cat.storage_options)
+    assert fresh.version == 6
+    for v in (5, 6):  # every retained version is complete
+        root = fresh.store.load_root(v)
+        assert fresh.store.check_tree(root) == v - 5 + 5
+    assert _tables(fresh.latest()) == before
+    with fresh.transaction() as t:
+        t.create_table("n", "next", "m/next")
+    assert fresh.version == 7
+
+
+def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
+    cat.export_snapshot("pin", str(tmp_path / "pinned"), mode="minimal")  # pins version 6
+    with cat.transaction() as t:
+        t.drop_table("n", "t0")
+    open_txn = cat.begin()
+    open_txn.create_table("n", "pending", "m/p")
+    open_txn.distribute()  # version 8 creates its object; it began at 7
+    with cat.transaction() as t:
+        t.drop_table("n", "t1")
+    result = cat.expire_versions(grace_seconds=0)
+    assert result.oldest_version == 7  # held back by the open transaction
+    assert _tables(cat.at_version(7)) == ["t1", "t2", "t3", "t4"]
+    assert (
+        olympia.load_catalog(cat.uri, cat.storage_options).store.check_tree(
+            olympia.maintenance._load_pinned(cat.store, 6)
+        )
+        == 6
+    )  # the pinned version's files survived
+    cat.resume(open_txn.id).commit()
+    cat.drop_export("pin")
+    with pytest.raises(OlympiaError, match="no export"):
+        cat.drop_export("pin")
+    result = cat.expire_versions(grace_seconds=0)
+    assert result.oldest_version == cat.version
+    assert _tables(cat.latest()) == ["pending", "t2", "t3", "t4"]
+
+
+def test_grace_period_protects_young_files(cat):
+    listed = len(cat.store.storage.list(layout.NODE_DIR))
+    result = cat.expire_versions(keep_last=1, grace_seconds=3600)
+    assert result.deleted_files == 0
+    assert len(cat.store.storage.list(layout.NODE_DIR)) == listed
+
+
+def test_expire_by_time(cat):
+    cut = cat.history()[4].created_at
+    time.sleep(0.002)
+    result = cat.expire_versions(older_than=cut, grace_seconds=0)
+    assert result.oldest_version == 4
+    assert _tables(cat.at_version(4)) == ["t0", "t1", "t2"]
+
+
+def test_stale_commit_below_a_new_floor_is_refused(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    stale = cat.begin()
+    stale.create_namespace("late")
+    for i in range(3):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    cat.expire_versions(keep_last=1, grace_seconds=0)
+    with pytest.raises(olympia.CommitConflictError) as info:
+        stale.commit()
+    assert info.value.rule == "history-expired"
+    assert olympia.load_catalog(str(tmp_path / "c")).latest().list_namespaces() == [
+        "n0",
+        "n1",
+        "n2",
+    ]
