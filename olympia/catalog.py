@@ -236,9 +236,9 @@ class Catalog:
         transactions need. Files younger than ``grace_seconds`` are never
         deleted, since they may belong to a commit in flight.
         """
-        begins = [t.begin_version for t in self.list_transactions()]
+        open_txns = {t.id: t.begin_version for t in self.list_transactions()}
         return maintenance.expire_versions(
-            self._store, older_than, keep_last, grace_seconds, begins
+            self._store, older_than, keep_last, grace_seconds, open_txns
         )
 
     # --- lifecycle -------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""The main job for now: a short demonstration of the catalog core.
+"""The main job for now: a short tour of the catalog and its transactions.
 
 Run with ``bash scripts/main.sh [LOCATION]``. It creates a catalog (in a
-temporary folder unless a location is given), commits a few versions, and
-shows the files, the latest version and time travel.
+temporary folder unless a location is given) and shows multi-table
+transactions, a conflict under each isolation level, a distributed
+transaction, time travel and rollback.
 """
 
 from __future__ import annotations
@@ -11,32 +12,55 @@ import sys
 import tempfile
 
 import olympia
-from olympia import tree
 
 
 def main(argv: list[str]) -> int:
     location = argv[0] if argv else tempfile.mkdtemp(prefix="olympia-demo-") + "/catalog"
-    cat = olympia.create_catalog(location, node_order=4)
-    print(f"created catalog at {location}, version {cat.version}")
-    keys = cat.latest().keys
-    for i in range(1, 6):
-        base = cat.store.load_root(cat.version)
-        changes = sorted(
-            {keys.table("sales", f"orders_{i}"): f"s3://bucket/orders_{i}".encode()}.items()
+    cat = olympia.create_catalog(location)
+    print(f"created catalog at {location} (version {cat.version})")
+
+    with cat.transaction() as txn:
+        txn.create_namespace("sales", {"owner": "ops"})
+        txn.create_namespace("finance")
+        txn.create_table("sales", "orders", "s3://lake/sales/orders/v1.metadata.json")
+        txn.create_table("finance", "ledger", "s3://lake/finance/ledger/v1.metadata.json")
+    print(f"version {cat.version}: two namespaces and two tables, committed together")
+
+    # Write skew: both read both tables, each updates one.
+    for isolation in ("snapshot", "serializable"):
+        a, b = cat.begin(isolation), cat.begin(isolation)
+        for txn in (a, b):
+            txn.describe_table("sales", "orders")
+            txn.describe_table("finance", "ledger")
+        a.update_table(
+            "sales", "orders", metadata_location=f"s3://lake/sales/orders/{isolation}.json"
         )
-        new_root = tree.apply(base.node, changes, base.order, cat.store.load_node)
-        done = cat.store.commit(
-            base.version + 1, new_root, base.definition, "demo", previous_root=base.path
+        b.update_table(
+            "finance", "ledger", metadata_location=f"s3://lake/finance/ledger/{isolation}.json"
         )
-        print(f"committed version {done.version}: wrote {cat.store.last_write.files} files")
-    latest = olympia.load_catalog(location)
-    print(f"latest version: {latest.version}")
-    for v in (2, latest.version):
-        names = [
-            keys.decode(k).parts[1]
-            for k, _ in latest.at_version(v).scan(keys.tables_prefix("sales"))
-        ]
-        print(f"tables in sales at version {v}: {names}")
+        a.commit()
+        try:
+            b.commit()
+            print(f"{isolation}: write skew committed (allowed under snapshot isolation)")
+        except olympia.CommitConflictError as exc:
+            print(f"{isolation}: second commit refused, rule {exc.rule!r} at version {exc.version}")
+
+    # A distributed transaction: begun here, resumed and committed "elsewhere".
+    txn = cat.begin()
+    txn.create_table("sales", "refunds", "s3://lake/sales/refunds/v1.metadata.json")
+    txn_id = txn.distribute()
+    other_process = olympia.load_catalog(location).resume(txn_id)
+    other_process.create_table("sales", "returns", "s3://lake/sales/returns/v1.metadata.json")
+    print(f"distributed transaction {txn_id[:8]}... committed as version {other_process.commit()}")
+
+    latest = cat.latest()
+    print(f"tables in sales now: {latest.list_tables('sales')}")
+    print(f"tables in sales at version 1: {cat.at_version(1).list_tables('sales')}")
+    rolled = cat.rollback_to(1)
+    print(f"rolled back to version 1 as version {rolled}: {cat.latest().list_tables('sales')}")
+    for entry in cat.history()[-3:]:
+        kinds = sorted({olympia.transaction.A.Name(a.type) for a in entry.actions})
+        print(f"  version {entry.version} ({entry.isolation or '-'}): {kinds}")
     return 0
 
 

@@ -258,7 +258,7 @@ def expire_versions(
     older_than: datetime | None,
     keep_last: int | None,
     grace_seconds: float,
-    open_transaction_begins: Iterable[int],
+    open_transactions: dict[str, int],
 ) -> ExpireResult:
     """Move the floor and delete what no retained version, export or open
     distributed transaction can reach (spec/transactions.md §8)."""
@@ -273,7 +273,7 @@ def expire_versions(
         except VersionNotFoundError:
             by_time = old_floor
         floor = by_time if keep_last is None else min(floor, by_time)
-    floor = min([floor, latest, *open_transaction_begins])
+    floor = min([floor, latest, *open_transactions.values()])
     floor = max(floor, old_floor)
     pinned = {int(r["version"]) for r in exports(store.storage).values()}
     if floor > old_floor:
@@ -296,7 +296,32 @@ def expire_versions(
                 continue
             store.storage.delete(path)
             deleted_files += 1
+    deleted_files += _expire_transaction_states(store, open_transactions, cutoff)
     return ExpireResult(floor, deleted_roots, deleted_files)
+
+
+def _expire_transaction_states(store: CatalogStore, open_ids: Iterable[str], cutoff: float) -> int:
+    """Delete the state files of distributed transactions that ended."""
+    keep = set(open_ids)
+    by_txn: dict[str, list[str]] = {}
+    for path in store.storage.list(layout.DTXN_DIR):
+        parts = path.split("/")
+        if len(parts) == 3:
+            by_txn.setdefault(parts[1], []).append(path)
+    deleted = 0
+    for txn_id, paths in by_txn.items():
+        if txn_id in keep:
+            continue
+        try:
+            first = parse(apb.TransactionState, store.storage.read(min(paths)), min(paths))
+        except (StorageError, OlympiaError):
+            continue
+        if first.transaction.created_at_millis >= cutoff:
+            continue  # may still be starting up: its catalog object is not committed yet
+        for path in paths:
+            store.storage.delete(path)
+            deleted += 1
+    return deleted
 
 
 def _load_pinned(store: CatalogStore, version: int) -> Root:

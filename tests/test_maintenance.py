@@ -116,12 +116,14 @@ def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
         == 6
     )  # the pinned version's files survived
     cat.resume(open_txn.id).commit()
+    assert cat.store.storage.list(f"dtxn/{open_txn.id}")  # its state files are still there
     cat.drop_export("pin")
     with pytest.raises(OlympiaError, match="no export"):
         cat.drop_export("pin")
     result = cat.expire_versions(grace_seconds=0)
     assert result.oldest_version == cat.version
     assert _tables(cat.latest()) == ["pending", "t2", "t3", "t4"]
+    assert cat.store.storage.list("dtxn") == []  # the ended transaction's states are gone
 
 
 def test_grace_period_protects_young_files(cat):
