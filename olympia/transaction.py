@@ -130,7 +130,7 @@ class Transaction(CatalogReader):
     @property
     def actions(self) -> list[apb.Action]:
         """Copies of the actions recorded so far, in order."""
-        return [apb.Action().__class__.FromString(a.SerializeToString()) for a in self._actions]
+        return [apb.Action.FromString(a.SerializeToString()) for a in self._actions]
 
     def _check_open(self) -> None:
         if self._status != "open":
@@ -462,16 +462,19 @@ class Transaction(CatalogReader):
             TransactionClosedError: already committed, rolled back or failed.
         """
         self._check_open()
+        owns_object = False
         try:
             if self._dist is not None:
+                # Claim the last step: a process holding a stale step cannot commit too.
                 self._persist_step(apb.TRANSACTION_OUTCOME_COMMITTING)
+                owns_object = True
                 self._actions.append(
                     apb.Action(type=A.TRANSACTION_DROP, object_key=self._keys.transaction(self.id))
                 )
             version = self._publish()
         except BaseException:
             self._status = "failed"
-            if self._dist is not None:
+            if owns_object:
                 _drop_object_quietly(self._store, self._keys, self.id)
             raise
         self._status = "committed"
