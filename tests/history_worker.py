@@ -1,0 +1,292 @@
+"""The randomized bank workload of tests/test_history.py, run in spawned processes.
+
+Objects: namespaces ``bank_a`` and ``bank_b``, each with accounts ``acct0`` ..
+``acct2`` (a balance in the table's properties) and up to four extra tables
+``x0`` .. ``x3`` that transactions create and drop. Every write stores a
+unique writer token (the transaction's label) in the properties, so a read
+tells which write it saw. Transaction kinds:
+
+* ``transfer``: read one account in each namespace, move money between them;
+* ``audit``: read all six balances (and one namespace's table list), check the sum;
+* ``skew``: read ``bank_a.acctI`` and ``bank_b.acctI``, rewrite one of them with
+  the same balance (write skew under SNAPSHOT);
+* ``phantom``: list a namespace's tables; with fewer than two extra tables create
+  one, else drop one (under SERIALIZABLE a namespace never holds more than two);
+* ``probe``: read an extra table (often absent) and an account of the other
+  namespace; touch the extra table when it exists.
+
+Functions here are top-level so that the ``spawn`` start method can import them.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import olympia
+from olympia import CommitConflictError, OlympiaError, TableNotFoundError
+
+NAMESPACES = ("bank_a", "bank_b")
+ACCOUNTS = ("acct0", "acct1", "acct2")
+EXTRAS = ("x0", "x1", "x2", "x3")
+INITIAL_BALANCE = 100
+TOTAL = INITIAL_BALANCE * len(NAMESPACES) * len(ACCOUNTS)
+MAX_EXTRAS = 2
+LOCATION = "s3://warehouse/bank/metadata.json"
+KINDS = ("transfer", "audit", "skew", "phantom", "probe")
+WEIGHTS = (35, 15, 20, 20, 10)
+
+
+def setup_catalog(uri: str) -> dict[str, Any]:
+    """Create the catalog with both namespaces and all accounts; return the setup record."""
+    cat = olympia.create_catalog(uri)
+    txn = cat.begin("snapshot")
+    ops = []
+    for ns in NAMESPACES:
+        txn.create_namespace(ns)
+        for acct in ACCOUNTS:
+            props = {"balance": str(INITIAL_BALANCE), "writer": "init"}
+            txn.create_table(ns, acct, LOCATION, properties=props)
+            ops.append({"kind": "create", "obj": f"{ns}.{acct}", "token": "init"})
+    begin = txn.begin_version
+    version = txn.commit()
+    return {
+        "label": "init",
+        "txn_id": txn.id,
+        "isolation": "snapshot",
+        "begin": begin,
+        "ops": ops,
+        "outcome": "committed",
+        "version": version,
+        "kind": "setup",
+    }
+
+
+class _Recorder:
+    """Performs operations on a transaction and records what each saw or wrote."""
+
+    def __init__(self, txn: Any, label: str, rng: random.Random, pause: float) -> None:
+        self.txn = txn
+        self.label = label
+        self.rng = rng
+        self.pause = pause
+        self.ops: list[dict[str, Any]] = []
+
+    def nap(self) -> None:
+        # Widens the window between a transaction's reads and its commit.
+        time.sleep(self.rng.uniform(0, self.pause))
+
+    def read(self, ns: str, name: str) -> dict[str, str] | None:
+        try:
+            props = dict(self.txn.describe_table(ns, name).properties)
+        except TableNotFoundError:
+            props = None
+        token = None if props is None else props["writer"]
+        self.ops.append({"kind": "read", "obj": f"{ns}.{name}", "token": token})
+        return props
+
+    def list(self, ns: str) -> list[str]:
+        names = list(self.txn.list_tables(ns))
+        self.ops.append({"kind": "list", "obj": ns, "names": sorted(names)})
+        return names
+
+    def update(self, ns: str, name: str, props: dict[str, str]) -> None:
+        self.txn.update_table(ns, name, properties={**props, "writer": self.label})
+        self.ops.append({"kind": "update", "obj": f"{ns}.{name}", "token": self.label})
+
+    def create(self, ns: str, name: str) -> None:
+        self.txn.create_table(ns, name, LOCATION, properties={"writer": self.label})
+        self.ops.append({"kind": "create", "obj": f"{ns}.{name}", "token": self.label})
+
+    def drop(self, ns: str, name: str) -> None:
+        self.txn.drop_table(ns, name)
+        self.ops.append({"kind": "drop", "obj": f"{ns}.{name}", "token": None})
+
+
+def _transfer(r: _Recorder, info: dict[str, Any]) -> None:
+    a, b = r.rng.choice(ACCOUNTS), r.rng.choice(ACCOUNTS)
+    pa, pb = r.read("bank_a", a), r.read("bank_b", b)
+    assert pa is not None and pb is not None
+    amount = r.rng.randint(-20, 20)
+    r.nap()
+    r.update("bank_a", a, {"balance": str(int(pa["balance"]) - amount)})
+    r.update("bank_b", b, {"balance": str(int(pb["balance"]) + amount)})
+    info["amount"] = amount
+
+
+def _audit(r: _Recorder, info: dict[str, Any]) -> None:
+    accounts = [(ns, a) for ns in NAMESPACES for a in ACCOUNTS]
+    r.rng.shuffle(accounts)
+    total = 0
+    for i, (ns, a) in enumerate(accounts):
+        props = r.read(ns, a)
+        assert props is not None
+        total += int(props["balance"])
+        if i == 2:
+            r.nap()
+    info["extras_seen"] = sum(n in EXTRAS for n in r.list(r.rng.choice(NAMESPACES)))
+    info["sum"] = total
+
+
+def _skew(r: _Recorder, info: dict[str, Any]) -> None:
+    acct = r.rng.choice(ACCOUNTS)
+    pa, pb = r.read("bank_a", acct), r.read("bank_b", acct)
+    assert pa is not None and pb is not None
+    r.nap()
+    ns, props = r.rng.choice([("bank_a", pa), ("bank_b", pb)])
+    r.update(ns, acct, {"balance": props["balance"]})
+
+
+def _phantom(r: _Recorder, info: dict[str, Any]) -> None:
+    ns = r.rng.choice(NAMESPACES)
+    extras = [n for n in r.list(ns) if n in EXTRAS]
+    info["extras_seen"] = len(extras)
+    r.nap()
+    if len(extras) < MAX_EXTRAS:
+        r.create(ns, r.rng.choice([n for n in EXTRAS if n not in extras]))
+    else:
+        r.drop(ns, r.rng.choice(extras))
+
+
+def _probe(r: _Recorder, info: dict[str, Any]) -> None:
+    ns, other = r.rng.sample(NAMESPACES, 2)
+    extra = r.rng.choice(EXTRAS)
+    props = r.read(ns, extra)
+    r.read(other, r.rng.choice(ACCOUNTS))
+    r.nap()
+    if props is not None:
+        r.update(ns, extra, {})
+
+
+OPERATIONS = {
+    "transfer": _transfer,
+    "audit": _audit,
+    "skew": _skew,
+    "phantom": _phantom,
+    "probe": _probe,
+}
+
+
+def run_transactions(
+    uri: str, proc: int, n_txns: int, seed: int, isolation: str, pause: float
+) -> list[dict[str, Any]]:
+    """Run ``n_txns`` random transactions; return one record per transaction."""
+    rng = random.Random(seed * 1000 + proc)
+    cat = olympia.load_catalog(uri)
+    records = []
+    for seq in range(n_txns):
+        label = f"p{proc}-{seq}"
+        kind = rng.choices(KINDS, WEIGHTS)[0]
+        txn = cat.begin(isolation)
+        rec: dict[str, Any] = {
+            "label": label,
+            "txn_id": txn.id,
+            "isolation": isolation,
+            "begin": txn.begin_version,
+            "kind": kind,
+            "info": {},
+        }
+        recorder = _Recorder(txn, label, rng, pause)
+        try:
+            OPERATIONS[kind](recorder, rec["info"])
+            rec["version"] = txn.commit()
+            rec["outcome"] = "committed"
+        except CommitConflictError as exc:
+            rec.update(outcome="aborted", rule=exc.rule, version=None)
+            rec["info"]["conflict_version"] = exc.version
+        except OlympiaError as exc:  # not expected: the checker reports it
+            rec.update(outcome="error", rule=type(exc).__name__, version=None)
+            rec["info"]["error"] = str(exc)
+            if txn.status == "open":
+                txn.rollback()
+        rec["ops"] = recorder.ops
+        records.append(rec)
+    return records
+
+
+def worker_main(
+    uri: str,
+    proc: int,
+    n_txns: int,
+    seed: int,
+    isolation: str,
+    unsafe: bool,
+    pause: float,
+    barrier: Any,
+    out_path: str,
+) -> None:
+    """Process entry point: wait for the others, run, write the records as JSON."""
+    if unsafe:
+        # Deliberately broken rebase, only in this spawned process (test_history.py).
+        import olympia.transaction
+
+        olympia.transaction._UNSAFE_SKIP_CONFLICT_CHECKS = True
+    barrier.wait(timeout=120)
+    records = run_transactions(uri, proc, n_txns, seed, isolation, pause)
+    Path(out_path).write_text(json.dumps(records))
+
+
+def run_workload(
+    directory: Path,
+    *,
+    isolation: str,
+    seed: int,
+    unsafe: bool = False,
+    n_procs: int = 4,
+    n_txns: int = 50,
+    pause: float = 0.004,
+) -> tuple[olympia.Catalog, list[dict[str, Any]]]:
+    """Create a catalog under ``directory``, run the workload in ``n_procs``
+    spawned processes on it; return the catalog and every record (setup first)."""
+    uri = str(directory / "catalog")
+    records = [setup_catalog(uri)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(n_procs)
+    outs = [directory / f"records-{i}.json" for i in range(n_procs)]
+    procs = [
+        ctx.Process(
+            target=worker_main,
+            args=(uri, i, n_txns, seed, isolation, unsafe, pause, barrier, str(outs[i])),
+        )
+        for i in range(n_procs)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout=300)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    codes = [p.exitcode for p in procs]
+    if codes != [0] * n_procs:
+        raise RuntimeError(f"workers exited with codes {codes}")
+    for out in outs:
+        records.extend(json.loads(out.read_text()))
+    return olympia.load_catalog(uri), records
+
+
+def final_state(cat: olympia.Catalog) -> dict[str, str]:
+    """Object name -> writer token of every table in the bank namespaces now."""
+    view = cat.latest()
+    return {
+        f"{ns}.{name}": view.describe_table(ns, name).properties["writer"]
+        for ns in NAMESPACES
+        for name in view.list_tables(ns)
+    }
+
+
+def balances_at(cat: olympia.Catalog, version: int) -> tuple[int, dict[str, int]]:
+    """Total balance and extra-table count per namespace at ``version``."""
+    view = cat.at_version(version)
+    total = sum(
+        int(view.describe_table(ns, a).properties["balance"]) for ns in NAMESPACES for a in ACCOUNTS
+    )
+    extras = {ns: sum(n in EXTRAS for n in view.list_tables(ns)) for ns in NAMESPACES}
+    return total, extras
