@@ -15,6 +15,7 @@ from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
+    CorruptCatalogError,
     InvalidNameError,
     OlympiaError,
     StorageError,
@@ -26,9 +27,8 @@ from olympia.keys import validate_transaction_id
 from olympia.node import DefRef, Node
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
-from olympia.proto import objects_pb2 as pb
 from olympia.storage import Storage, open_storage
-from olympia.store import CatalogStore, Root
+from olympia.store import CatalogStore, Root, parse_definition
 
 A = apb.ActionType
 EXPORT_DIR = "exports"
@@ -328,11 +328,12 @@ def _load_pinned(store: CatalogStore, version: int) -> Root:
     """Load a pinned root below the floor (load_root refuses those)."""
     path = layout.root_path(version)
     nf = decode_node(store.storage.read(path), path)
-    assert nf.root is not None
+    if nf.root is None:
+        raise CorruptCatalogError(f"pinned root {path} is not a root node")
     return Root(
         version,
         nf.node,
         nf.root,
-        pb.CatalogDefinition.FromString(nf.root.catalog_def),
+        parse_definition(nf.root.catalog_def, path),
         nf.created_at_millis,
     )

@@ -24,8 +24,6 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
-
 from olympia import layout, tree
 from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
 from olympia.errors import (
@@ -39,6 +37,7 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 from olympia.node import ChildRef, DefRef, Node, Value
+from olympia.objects import parse
 from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.storage.base import Storage
 
@@ -70,11 +69,7 @@ def parse_definition(data: bytes, where: str) -> CatalogDefinition:
     Raises:
         CorruptCatalogError: naming ``where``.
     """
-    definition = CatalogDefinition()
-    try:
-        definition.ParseFromString(data)
-    except DecodeError as exc:
-        raise CorruptCatalogError(f"catalog definition in {where} is damaged: {exc}") from None
+    definition = parse(CatalogDefinition, data, f"the catalog in {where}")
     if definition.node_order < 3:
         raise CorruptCatalogError(
             f"catalog definition in {where} has node order {definition.node_order}"
