@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
 import unicodedata
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ class ObjectType(enum.IntEnum):
     TRANSACTION = 4
 
 
+@functools.cache
 def type_prefix(object_type: ObjectType) -> str:
     """The 4-character base64 encoding of the 3-byte big-endian type id."""
     return base64.b64encode(int(object_type).to_bytes(3, "big")).decode("ascii")
@@ -48,6 +50,11 @@ def validate_name(kind: str, name: object, max_size: int) -> str:
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+    return _validate_str(kind, name, max_size)
+
+
+@functools.lru_cache(maxsize=65536)
+def _validate_str(kind: str, name: str, max_size: int) -> str:
     if not name:
         raise InvalidNameError(f"{kind} name must not be empty")
     if len(name) > max_size:
@@ -56,6 +63,8 @@ def validate_name(kind: str, name: object, max_size: int) -> str:
         )
     if ".." in name:
         raise InvalidNameError(f"{kind} name {name!r} must not contain '..'")
+    if name.isascii() and name.isprintable() and not any(c in name for c in " /\\"):
+        return name  # the common case, without a per-character Unicode lookup
     for ch in name:
         if ch in "/\\" or ch.isspace() or unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
             raise InvalidNameError(f"{kind} name {name!r} contains forbidden character {ch!r}")

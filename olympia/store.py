@@ -381,9 +381,14 @@ class CatalogStore:
         )
         result = Root(version, stored_root, info, definition, now)
         self._roots.put(path, result)
-        with contextlib.suppress(StorageError):  # only a hint: readers probe past it
-            self.storage.overwrite(layout.LATEST_HINT, layout.encode_counter(version))
+        # Only a hint, which readers probe past: written in the background so
+        # that it costs the commit nothing.
+        self._executor().submit(self._write_hint, version)
         return result
+
+    def _write_hint(self, version: int) -> None:
+        with contextlib.suppress(StorageError):
+            self.storage.overwrite(layout.LATEST_HINT, layout.encode_counter(version))
 
     def _delete_quietly(self, paths: Iterable[str]) -> None:
         for p in paths:

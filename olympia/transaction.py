@@ -36,7 +36,7 @@ from olympia.state import OverlayState
 from olympia.store import CatalogStore, Root
 
 A = apb.ActionType
-DEFAULT_MAX_ATTEMPTS = 64
+DEFAULT_MAX_ATTEMPTS = 100
 
 #: Test hook for the history checker: when True, commits skip every conflict
 #: check after a lost race (a deliberately broken rebase). Never set it elsewhere.
@@ -496,6 +496,9 @@ class Transaction(CatalogReader):
         state = self._state
         encoded = [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions]
         for attempt in range(self.max_attempts):
+            if store.storage.exists(layout.root_path(target.version + 1)):
+                # Already lost: skip encoding and writing nodes for a taken version.
+                target = store.load_root(store.latest_version())
             serialized_before: list[int] = []
             if target.version != begin:
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
@@ -517,7 +520,7 @@ class Transaction(CatalogReader):
             except CommitConflictError as exc:
                 if exc.rule != "version-taken":
                     raise
-                time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
+                time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
                 target = store.load_root(store.latest_version())
                 continue
             return done.version
