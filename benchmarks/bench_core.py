@@ -223,137 +223,148 @@ def olympia_update(store: CatalogStore, key: str, value: bytes) -> Root:
     )
 
 
-def bench_olympia(n: int, tmp: str, params: Params, res: SizeResult) -> None:
-    rng = random.Random(params.seed)
-    location = os.path.join(tmp, "olympia")
-    cat = olympia.create_catalog(location)  # default definition: order 128, zstd
-    store = cat.store
-    keys: KeyCodec = cat.latest().keys
+class OlympiaSide:
+    """An olympia catalog of N tables in a local directory."""
 
-    t0 = time.perf_counter()
-    changes = [
-        (keys.table(namespace_of(j), table_name(j)), table_value(j, 1))
-        for j in table_ids_in_key_order(n)
-    ]
-    res.gen_s = time.perf_counter() - t0
-    res.rss_before_bulk_kb = rss_now_kb()
-    log(f"[N={n}] generated {len(changes)} objects in {res.gen_s:.1f} s; bulk loading")
+    def __init__(self, n: int, tmp: str, params: Params, res: SizeResult) -> None:
+        self.n, self.params, self.res = n, params, res
+        self.rng = random.Random(params.seed)
+        self.location = os.path.join(tmp, "olympia")
+        self.catalog = olympia.create_catalog(self.location)  # default: order 128, zstd
+        self.keys: KeyCodec = self.catalog.latest().keys
 
-    base = store.load_root(0)
-    gc.collect()
-    t0 = time.perf_counter()
-    new_root = tree.apply(base.node, changes, base.order, store.load_node)
-    t1 = time.perf_counter()
-    done = store.commit(
-        1, new_root, base.definition, store.new_transaction_id(), previous_root=base.path
-    )
-    t2 = time.perf_counter()
-    res.bulk_apply_s, res.bulk_write_s = t1 - t0, t2 - t1
-    res.bulk_files, res.bulk_bytes = store.last_write.files, store.last_write.bytes
-    res.peak_rss_after_bulk_kb = peak_rss_kb()
-    res.height = done.node.height
-    res.catalog_dir_bytes = dir_bytes(location)
-    del changes, new_root
-    gc.collect()
-    log(
-        f"[N={n}] bulk load {t2 - t0:.2f} s ({res.bulk_files} files, "
-        f"{res.bulk_bytes / 1e6:.1f} MB); single-object commits"
-    )
+    def key(self, j: int) -> str:
+        return self.keys.table(namespace_of(j), table_name(j))
 
-    def random_key() -> tuple[int, str]:
-        j = rng.randrange(n)
-        return j, keys.table(namespace_of(j), table_name(j))
-
-    j, key = random_key()
-    olympia_update(store, key, table_value(j, 2))  # warm-up, not measured
-    for i in range(params.commits):
-        j, key = random_key()
-        value = table_value(j, 3 + i)
-        res.commit_s.append(timed(lambda key=key, value=value: olympia_update(store, key, value)))
-        res.commit_files.append(store.last_write.files)
-        res.commit_bytes.append(store.last_write.bytes)
-    cat.close()
-
-    log(f"[N={n}] olympia lookups")
-    for _ in range(params.cold):
-        j, key = random_key()
+    def bulk_load(self) -> None:
+        n, res, store = self.n, self.res, self.catalog.store
+        t0 = time.perf_counter()
+        changes = [(self.key(j), table_value(j, 1)) for j in table_ids_in_key_order(n)]
+        res.gen_s = time.perf_counter() - t0
+        res.rss_before_bulk_kb = rss_now_kb()
+        log(f"[N={n}] built {len(changes)} objects in {res.gen_s:.1f} s; bulk loading")
+        base = store.load_root(0)
         gc.collect()
         t0 = time.perf_counter()
-        fresh = olympia.load_catalog(location)
+        new_root = tree.apply(base.node, changes, base.order, store.load_node)
+        t1 = time.perf_counter()
+        done = store.commit(
+            1, new_root, base.definition, store.new_transaction_id(), previous_root=base.path
+        )
+        t2 = time.perf_counter()
+        res.bulk_apply_s, res.bulk_write_s = t1 - t0, t2 - t1
+        res.bulk_files, res.bulk_bytes = store.last_write.files, store.last_write.bytes
+        res.peak_rss_after_bulk_kb = peak_rss_kb()
+        res.height = done.node.height
+        res.catalog_dir_bytes = dir_bytes(self.location)
+        log(
+            f"[N={n}] bulk load {t2 - t0:.2f} s ({res.bulk_files} files, "
+            f"{res.bulk_bytes / 1e6:.1f} MB, peak RSS {res.peak_rss_after_bulk_kb / 1024:.0f} MB)"
+        )
+
+    def commit(self, generation: int, record: bool = True) -> None:
+        store = self.catalog.store
+        j = self.rng.randrange(self.n)
+        key, value = self.key(j), table_value(j, generation)
+        elapsed = timed(lambda: olympia_update(store, key, value))
+        if record:
+            self.res.commit_s.append(elapsed)
+            self.res.commit_files.append(store.last_write.files)
+            self.res.commit_bytes.append(store.last_write.bytes)
+
+    def cold_lookup(self) -> None:
+        """Open the catalog afresh (empty caches) and look up one random table."""
+        j = self.rng.randrange(self.n)
+        key = self.key(j)
+        t0 = time.perf_counter()
+        fresh = olympia.load_catalog(self.location)
         t1 = time.perf_counter()
         raw = fresh.latest().get(key)
         t2 = time.perf_counter()
         fresh.close()
         if raw is None or Table.FromString(raw).name != table_name(j):
             raise RuntimeError(f"olympia lookup of {key.rstrip()!r} returned {raw!r}")
-        res.cold_open_s.append(t1 - t0)
-        res.cold_lookup_s.append(t2 - t0)
+        self.res.cold_open_s.append(t1 - t0)
+        self.res.cold_lookup_s.append(t2 - t0)
 
-    cat = olympia.load_catalog(location)
-    sample = [random_key()[1] for _ in range(params.warm)]
-    pinned = cat.latest()
-    for key in sample:  # fill the caches
-        if cat.latest().get(key) is None:
-            raise RuntimeError(f"olympia lookup of {key.rstrip()!r} found nothing")
-    gc.collect()
-    for key in sample:
-        res.warm_latest_s.append(timed(lambda key=key: cat.latest().get(key)))
-    for key in sample:
-        res.warm_pinned_s.append(timed(lambda key=key: pinned.get(key)))
-    cat.close()
+    def warm_setup(self) -> None:
+        """Open one catalog for the warm lookups and fill its caches."""
+        self.catalog.close()
+        self.reader = olympia.load_catalog(self.location)
+        self.pinned = self.reader.latest()
+        self.sample = [self.key(self.rng.randrange(self.n)) for _ in range(self.params.warm)]
+        for key in self.sample:
+            if self.reader.latest().get(key) is None:
+                raise RuntimeError(f"olympia lookup of {key.rstrip()!r} found nothing")
+
+    def warm_lookup(self, i: int) -> None:
+        reader, key = self.reader, self.sample[i]
+        self.res.warm_latest_s.append(timed(lambda: reader.latest().get(key)))
+
+    def warm_pinned_lookups(self) -> None:
+        pinned = self.pinned
+        for key in self.sample:
+            self.res.warm_pinned_s.append(timed(lambda key=key: pinned.get(key)))
+        self.reader.close()
 
 
 # --- the peer: PyIceberg SqlCatalog on SQLite ----------------------------------
 
 
-def bench_peer(n: int, tmp: str, params: Params, res: SizeResult) -> None:
-    import sqlite3
+class PeerSide:
+    """PyIceberg's SqlCatalog on SQLite holding the same N table entries."""
 
-    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField
-    from sqlalchemy import select, update
-    from sqlalchemy.orm import Session
+    def __init__(self, n: int, tmp: str, params: Params, res: SizeResult) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
 
-    rng = random.Random(params.seed + 1)
-    db_path = os.path.join(tmp, "peer.db")
-    warehouse = os.path.join(tmp, "wh")
-    os.makedirs(warehouse, exist_ok=True)
+        self.n, self.params, self.res = n, params, res
+        self.rng = random.Random(params.seed + 1)
+        self.db_path = os.path.join(tmp, "peer.db")
+        self.warehouse = os.path.join(tmp, "wh")
+        os.makedirs(self.warehouse, exist_ok=True)
+        self._sql_catalog = SqlCatalog
+        self.catalog = self.open()  # creates the catalog tables
 
-    def open_peer() -> SqlCatalog:
-        return SqlCatalog(
-            PEER_CATALOG_NAME, uri=f"sqlite:///{db_path}", warehouse=f"file://{warehouse}"
+    def open(self) -> Any:
+        return self._sql_catalog(
+            PEER_CATALOG_NAME, uri=f"sqlite:///{self.db_path}", warehouse=f"file://{self.warehouse}"
         )
 
-    peer = open_peer()  # creates the catalog tables
+    def bulk_load(self) -> None:
+        """Insert the N entries through SQL, into the tables SqlCatalog created."""
+        import sqlite3
 
-    # Bulk population through SQL, into the tables SqlCatalog created.
-    log(f"[N={n}] peer: bulk insert")
-    rows = [
-        (PEER_CATALOG_NAME, namespace_of(j), table_name(j), metadata_location(j, 1), None, "TABLE")
-        for j in table_ids_in_key_order(n)
-    ]
-    t0 = time.perf_counter()
-    with contextlib.closing(sqlite3.connect(db_path)) as con, con:
-        con.executemany(
-            "INSERT INTO iceberg_namespace_properties"
-            " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
-            [
-                (PEER_CATALOG_NAME, namespace_of(i), "exists", "true")
-                for i in range(min(n, N_NAMESPACES))
-            ],
-        )
-        con.executemany(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
-            " metadata_location, previous_metadata_location, iceberg_type)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-    res.peer_bulk_s = time.perf_counter() - t0
-    del rows
+        n = self.n
+        rows = [
+            (PEER_CATALOG_NAME, namespace_of(j), table_name(j), metadata_location(j, 1), None)
+            for j in table_ids_in_key_order(n)
+        ]
+        namespaces = [
+            (PEER_CATALOG_NAME, namespace_of(i), "exists", "true")
+            for i in range(min(n, N_NAMESPACES))
+        ]
+        t0 = time.perf_counter()
+        with contextlib.closing(sqlite3.connect(self.db_path)) as con, con:
+            con.executemany(
+                "INSERT INTO iceberg_namespace_properties"
+                " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
+                namespaces,
+            )
+            con.executemany(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
+                " metadata_location, previous_metadata_location, iceberg_type)"
+                " VALUES (?, ?, ?, ?, ?, 'TABLE')",
+                rows,
+            )
+        self.res.peer_bulk_s = time.perf_counter() - t0
+        self.res.peer = True
+        log(f"[N={n}] peer bulk INSERT {self.res.peer_bulk_s:.2f} s")
 
+    @staticmethod
     def where_table(ns: str, name: str) -> Any:
-        """The WHERE clause SqlCatalog.load_table uses for one table."""
+        """The WHERE clause of SqlCatalog.load_table for one table."""
+        from pyiceberg.catalog.sql import IcebergTables
+
         return (
             (IcebergTables.catalog_name == PEER_CATALOG_NAME)
             & (IcebergTables.table_namespace == ns)
@@ -361,21 +372,29 @@ def bench_peer(n: int, tmp: str, params: Params, res: SizeResult) -> None:
             & ((IcebergTables.iceberg_type == "TABLE") | IcebergTables.iceberg_type.is_(None))
         )
 
-    def entry_lookup(cat: SqlCatalog, ns: str, name: str) -> str | None:
-        """The catalog-entry read of SqlCatalog.load_table: the same SELECT, in a
-        new Session on the catalog's engine, without reading metadata.json."""
-        with Session(cat.engine) as session:
-            row = session.scalar(select(IcebergTables).where(where_table(ns, name)))
-            return None if row is None else row.metadata_location
+    def entry_lookup(self, cat: Any, ns: str, name: str) -> str | None:
+        """The catalog read of SqlCatalog.load_table: the same SELECT, in a new
+        Session on the catalog's engine, without reading metadata.json."""
+        from pyiceberg.catalog.sql import IcebergTables
+        from sqlalchemy import select
+        from sqlalchemy.orm import Session
 
-    def cas_update(cat: SqlCatalog, ns: str, name: str, new_location: str) -> None:
-        """SqlCatalog.commit_table's catalog commit: read the current entry,
-        then the compare-and-swap UPDATE of its row, and COMMIT."""
-        current = entry_lookup(cat, ns, name)
         with Session(cat.engine) as session:
+            row = session.scalar(select(IcebergTables).where(self.where_table(ns, name)))
+            return None if row is None else str(row.metadata_location)
+
+    def cas_update(self, ns: str, name: str, new_location: str) -> None:
+        """The catalog commit of SqlCatalog.commit_table: read the current entry,
+        then the compare-and-swap UPDATE of its row, and COMMIT."""
+        from pyiceberg.catalog.sql import IcebergTables
+        from sqlalchemy import update
+        from sqlalchemy.orm import Session
+
+        current = self.entry_lookup(self.catalog, ns, name)
+        with Session(self.catalog.engine) as session:
             result = session.execute(
                 update(IcebergTables)
-                .where(where_table(ns, name), IcebergTables.metadata_location == current)
+                .where(self.where_table(ns, name), IcebergTables.metadata_location == current)
                 .values(metadata_location=new_location, previous_metadata_location=current)
             )
             matched = getattr(result, "rowcount", None)
@@ -383,104 +402,143 @@ def bench_peer(n: int, tmp: str, params: Params, res: SizeResult) -> None:
                 raise RuntimeError(f"peer update of {ns}.{name} matched {matched} rows")
             session.commit()
 
-    log(f"[N={n}] peer: single-entry commits")
-    j = rng.randrange(n)
-    cas_update(peer, namespace_of(j), table_name(j), metadata_location(j, 2))  # warm-up
-    for i in range(params.commits):
-        j = rng.randrange(n)
-        ns, name, loc = namespace_of(j), table_name(j), metadata_location(j, 3 + i)
-        res.peer_commit_s.append(
-            timed(lambda ns=ns, name=name, loc=loc: cas_update(peer, ns, name, loc))
-        )
-    for i in range(params.commits):
-        ns = namespace_of(rng.randrange(n))
-        res.peer_nsprops_commit_s.append(
-            timed(
-                lambda ns=ns, i=i: peer.update_namespace_properties(
-                    ns, updates={"bench.counter": str(i)}
-                )
-            )
-        )
+    def commit(self, generation: int, record: bool = True) -> None:
+        j = self.rng.randrange(self.n)
+        ns, name, loc = namespace_of(j), table_name(j), metadata_location(j, generation)
+        elapsed = timed(lambda: self.cas_update(ns, name, loc))
+        if record:
+            self.res.peer_commit_s.append(elapsed)
 
-    log(f"[N={n}] peer: lookups")
-    for _ in range(params.cold):
-        j = rng.randrange(n)
-        gc.collect()
+    def namespace_commit(self, i: int) -> None:
+        ns = namespace_of(self.rng.randrange(self.n))
+        updates = {"bench.counter": str(i)}
+        elapsed = timed(lambda: self.catalog.update_namespace_properties(ns, updates=updates))
+        self.res.peer_nsprops_commit_s.append(elapsed)
+
+    def cold_lookup(self) -> None:
+        """A new SqlCatalog (new engine and connection), then one entry lookup."""
+        j = self.rng.randrange(self.n)
         t0 = time.perf_counter()
-        fresh = open_peer()
+        fresh = self.open()
         t1 = time.perf_counter()
-        loc = entry_lookup(fresh, namespace_of(j), table_name(j))
+        loc = self.entry_lookup(fresh, namespace_of(j), table_name(j))
         t2 = time.perf_counter()
         fresh.close()
         if loc is None:
             raise RuntimeError(f"peer lookup of table {j} found nothing")
-        res.peer_cold_open_s.append(t1 - t0)
-        res.peer_cold_lookup_s.append(t2 - t0)
+        self.res.peer_cold_open_s.append(t1 - t0)
+        self.res.peer_cold_lookup_s.append(t2 - t0)
 
-    sample = [rng.randrange(n) for _ in range(params.warm)]
-    for j in sample:  # fill the caches
-        entry_lookup(peer, namespace_of(j), table_name(j))
-    gc.collect()
-    for j in sample:
-        ns, name = namespace_of(j), table_name(j)
-        res.peer_warm_lookup_s.append(timed(lambda ns=ns, name=name: entry_lookup(peer, ns, name)))
+    def warm_setup(self) -> None:
+        self.sample = [
+            (namespace_of(j), table_name(j))
+            for j in self.rng.choices(range(self.n), k=self.params.warm)
+        ]
+        for ns, name in self.sample:  # fill the caches
+            self.entry_lookup(self.catalog, ns, name)
 
-    # SqlCatalog.table_exists (the public API) loads the table, which reads and
-    # parses its metadata.json: point a sample of entries at a real one.
-    peer.create_namespace("bench_meta")
-    schema = Schema(NestedField(field_id=1, name="id", field_type=LongType(), required=False))
-    template = peer.create_table(("bench_meta", "template"), schema=schema)
-    real_location = template.metadata_location
-    peer.drop_table(("bench_meta", "template"))
-    peer.drop_namespace("bench_meta")
-    exists_sample = sorted({rng.randrange(n) for _ in range(64)})
-    with contextlib.closing(sqlite3.connect(db_path)) as con, con:
-        con.executemany(
-            "UPDATE iceberg_tables SET metadata_location = ?"
-            " WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
-            [
-                (real_location, PEER_CATALOG_NAME, namespace_of(j), table_name(j))
-                for j in exists_sample
-            ],
-        )
-    for _ in range(params.cold):
-        j = rng.choice(exists_sample)
+    def warm_lookup(self, i: int) -> None:
+        peer, (ns, name) = self.catalog, self.sample[i]
+        self.res.peer_warm_lookup_s.append(timed(lambda: self.entry_lookup(peer, ns, name)))
+
+    def table_exists_lookups(self) -> None:
+        """SqlCatalog.table_exists, the public API: it loads the table, which
+        reads and parses its metadata.json, so a sample of entries is pointed
+        at a real one first."""
+        import sqlite3
+
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import LongType, NestedField
+
+        n, res, params, rng, peer = self.n, self.res, self.params, self.rng, self.catalog
+        peer.create_namespace("bench_meta")
+        schema = Schema(NestedField(field_id=1, name="id", field_type=LongType(), required=False))
+        template = peer.create_table(("bench_meta", "template"), schema=schema)
+        real_location = template.metadata_location
+        peer.drop_table(("bench_meta", "template"))
+        peer.drop_namespace("bench_meta")
+        exists_sample = sorted({rng.randrange(n) for _ in range(64)})
+        with contextlib.closing(sqlite3.connect(self.db_path)) as con, con:
+            con.executemany(
+                "UPDATE iceberg_tables SET metadata_location = ?"
+                " WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+                [
+                    (real_location, PEER_CATALOG_NAME, namespace_of(j), table_name(j))
+                    for j in exists_sample
+                ],
+            )
         gc.collect()
-        t0 = time.perf_counter()
-        fresh = open_peer()
-        found = fresh.table_exists((namespace_of(j), table_name(j)))
-        t1 = time.perf_counter()
-        fresh.close()
-        if not found:
-            raise RuntimeError(f"peer table_exists of table {j} returned False")
-        res.peer_cold_exists_s.append(t1 - t0)
-    ids = [rng.choice(exists_sample) for _ in range(params.warm)]
-    for j in exists_sample:
-        peer.table_exists((namespace_of(j), table_name(j)))
-    gc.collect()
-    for j in ids:
-        ident = (namespace_of(j), table_name(j))
-        res.peer_warm_exists_s.append(timed(lambda ident=ident: peer.table_exists(ident)))
-    peer.close()
-    res.peer_db_bytes = os.path.getsize(db_path)
-    res.peer = True
+        for _ in range(params.cold):
+            ident = (namespace_of(j := rng.choice(exists_sample)), table_name(j))
+            t0 = time.perf_counter()
+            fresh = self.open()
+            found = fresh.table_exists(ident)
+            t1 = time.perf_counter()
+            fresh.close()
+            if not found:
+                raise RuntimeError(f"peer table_exists{ident} returned False")
+            res.peer_cold_exists_s.append(t1 - t0)
+        for j in exists_sample:
+            peer.table_exists((namespace_of(j), table_name(j)))
+        gc.collect()
+        for j in rng.choices(exists_sample, k=params.warm):
+            ident = (namespace_of(j), table_name(j))
+            res.peer_warm_exists_s.append(timed(lambda ident=ident: peer.table_exists(ident)))
+
+    def close(self) -> None:
+        self.catalog.close()
+        self.res.peer_db_bytes = os.path.getsize(self.db_path)
 
 
 # --- one size, in a child process ----------------------------------------------
 
 
 def run_size(n: int, params: Params) -> SizeResult:
+    """Measure one catalog size. The two sides' commits and lookups are
+    interleaved, so that both see the same machine and storage conditions
+    (fsync latency and the load of other processes drift)."""
     res = SizeResult(n=n)
     tmp = tempfile.mkdtemp(prefix=f"olympia-bench-{n}-", dir=params.tmp)
     try:
-        bench_olympia(n, tmp, params, res)
+        ours = OlympiaSide(n, tmp, params, res)
+        ours.bulk_load()
+        peer: PeerSide | None = None
         if params.peer:
             try:
                 import pyiceberg.catalog.sql  # noqa: F401
             except ImportError as exc:
                 res.peer_skip_reason = f"pyiceberg[sql-sqlite] is not installed ({exc})"
             else:
-                bench_peer(n, tmp, params, res)
+                peer = PeerSide(n, tmp, params, res)
+                peer.bulk_load()
+        sides: list[OlympiaSide | PeerSide] = [ours] if peer is None else [ours, peer]
+
+        log(f"[N={n}] single-object commits")
+        gc.collect()
+        for side in sides:
+            side.commit(2, record=False)  # warm-up
+        for i in range(params.commits):
+            for side in sides:
+                side.commit(3 + i)
+        if peer is not None:
+            for i in range(params.commits):
+                peer.namespace_commit(i)
+
+        log(f"[N={n}] lookups")
+        gc.collect()
+        for _ in range(params.cold):
+            for side in sides:
+                side.cold_lookup()
+        for side in sides:
+            side.warm_setup()
+        gc.collect()
+        for i in range(params.warm):
+            for side in sides:
+                side.warm_lookup(i)
+        ours.warm_pinned_lookups()
+        if peer is not None:
+            peer.table_exists_lookups()
+            peer.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
@@ -776,6 +834,13 @@ def machine_info() -> list[tuple[str, str]]:
     return info
 
 
+def load_average() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "n/a"
+
+
 def command_line() -> str:
     args = shlex.join(sys.argv[1:])
     if __spec__ is not None and __spec__.name == "benchmarks.bench_core":
@@ -836,9 +901,11 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = list(QUICK_SIZES) if args.quick else args.sizes
     today = datetime.date.today().isoformat()
+    load_before = load_average()
     started = time.perf_counter()
     results = [run_size_in_child(n, args) for n in sizes]
     elapsed = time.perf_counter() - started
+    load_after = load_average()
 
     command = command_line()
     machine = machine_info()
@@ -850,7 +917,9 @@ def main(argv: list[str] | None = None) -> int:
             "\n".join(f"- {k}: {v}" for k, v in machine),
             f"Sizes: {', '.join(fmt_n(n) for n in sizes)}; {args.commits} commits, "
             f"{args.cold} cold and {args.warm} warm lookups per size; "
-            f"whole run {elapsed:.0f} s.",
+            f"whole run {elapsed:.0f} s. Load average (1 min) of the machine: "
+            f"{load_before} before, {load_after} after (other processes share the cores; "
+            "the two sides are interleaved so that both see the same load).",
             tables,
             METHOD,
         ]
