@@ -3,6 +3,7 @@ rollback, export and expiration."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from olympia.transaction import (
     DEFAULT_MAX_ATTEMPTS,
     Transaction,
     check_isolation,
+    drop_transaction_objects,
     key_codec,
     resume,
 )
@@ -179,16 +181,18 @@ class Catalog:
         """
         return resume(self._store, txn_id, max_attempts)
 
-    def list_transactions(self) -> list[TransactionInfo]:
-        """The open distributed transactions."""
+    def list_transactions(self, include_expired: bool = False) -> list[TransactionInfo]:
+        """The open distributed transactions (and, if asked, expired ones not yet removed)."""
         view = self.latest()
         prefix = view.keys.transactions_prefix()
-        return [
+        now = time.time() * 1000
+        infos = [
             TransactionInfo.from_proto(
                 parse(pb.DistributedTransaction, v, f"transaction {k[4:].rstrip()}")
             )
             for k, v in view.scan(prefix)
         ]
+        return [t for t in infos if include_expired or t.expires_at_millis >= now]
 
     # --- maintenance ----------------------------------------------------------------
 
@@ -236,7 +240,12 @@ class Catalog:
         transactions need. Files younger than ``grace_seconds`` are never
         deleted, since they may belong to a commit in flight.
         """
-        open_txns = {t.id: t.begin_version for t in self.list_transactions()}
+        listed = self.list_transactions(include_expired=True)
+        now = time.time() * 1000
+        expired = [t.id for t in listed if t.expires_at_millis < now]
+        if expired:  # past their TTL: nobody may resume them any more
+            drop_transaction_objects(self._store, expired)
+        open_txns = {t.id: t.begin_version for t in listed if t.expires_at_millis >= now}
         return maintenance.expire_versions(
             self._store, older_than, keep_last, grace_seconds, open_txns
         )

@@ -347,7 +347,9 @@ class CatalogStore:
         try:
             self.storage.put_if_absent(path, root_bytes)
         except StorageFileExistsError:
-            self._delete_quietly(p for p, _ in files)
+            # The files of step 2 are left for expiration to reclaim: their
+            # names derive from their content, so another writer may have
+            # published identical files under the same names.
             raise CommitConflictError(
                 f"version {version} was committed by another writer first",
                 version=version,
@@ -365,7 +367,7 @@ class CatalogStore:
                     version=version,
                     rule="version-taken",
                 ) from None
-        if version < self.oldest_version():
+        if version < self._floor_after_publish(version):
             # Expiration moved the floor past this version while we committed
             # (it deleted the root we then re-created): nobody can see it.
             self._delete_quietly([path])
@@ -385,6 +387,24 @@ class CatalogStore:
         # that it costs the commit nothing.
         self._executor().submit(self._write_hint, version)
         return result
+
+    def _floor_after_publish(self, version: int) -> int:
+        """Read ``vn/oldest`` after publishing ``version``.
+
+        Raises:
+            CommitFailedError: it cannot be read; whether the published
+                version is visible is then unknown.
+        """
+        error: StorageError | None = None
+        for _ in range(3):
+            try:
+                return self.oldest_version()
+            except StorageError as exc:
+                error = exc
+        raise CommitFailedError(
+            f"version {version} was published, but the oldest-version floor could not be read "
+            f"to confirm it is visible ({error}); reload the catalog to see whether it is there"
+        ) from error
 
     def _write_hint(self, version: int) -> None:
         with contextlib.suppress(StorageError):

@@ -20,6 +20,7 @@ from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
     CommitConflictError,
     OlympiaError,
+    StorageError,
     StorageFileExistsError,
     TransactionClosedError,
     TransactionExpiredError,
@@ -426,10 +427,10 @@ class Transaction(CatalogReader):
             return
         step = self._step + 1
         state = apb.TransactionState(transaction=self._dist, actions=self._actions, outcome=outcome)  # type: ignore[arg-type]
+        path = layout.dtxn_state_path(self.id, step)
+        data = state.SerializeToString(deterministic=True)
         try:
-            self._store.storage.put_if_absent(
-                layout.dtxn_state_path(self.id, step), state.SerializeToString(deterministic=True)
-            )
+            _put_confirmed(self._store, path, data)
         except StorageFileExistsError:
             self._status = "failed"
             raise CommitConflictError(
@@ -458,7 +459,9 @@ class Transaction(CatalogReader):
         Raises:
             CommitConflictError: a concurrent commit conflicts (``.rule`` and
                 ``.version`` say which); nothing was published.
-            CommitFailedError: storage failed; nothing was published.
+            CommitFailedError: storage failed while publishing; the message says
+                whether the outcome is unknown (reload the catalog to see).
+            StorageError: storage failed before anything was published.
             TransactionClosedError: already committed, rolled back or failed.
         """
         self._check_open()
@@ -593,6 +596,26 @@ class Transaction(CatalogReader):
         return f"Transaction(id={self.id!r}, isolation={self.isolation!r}, begin_version={self.begin_version}, status={self._status!r})"
 
 
+def _put_confirmed(store: CatalogStore, path: str, data: bytes) -> None:
+    """Put-if-absent that settles an unknown outcome by reading the file back.
+
+    Raises:
+        StorageFileExistsError: another writer's bytes are there.
+        StorageError: the outcome could not be settled; the file is not ours.
+    """
+    try:
+        store.storage.put_if_absent(path, data)
+    except StorageFileExistsError:
+        raise
+    except StorageError as exc:
+        try:
+            landed = store.storage.read(path)
+        except StorageError:
+            raise exc from None
+        if landed != data:
+            raise StorageFileExistsError(f"{path} holds another writer's step") from None
+
+
 def _check_location(location: object) -> None:
     if not isinstance(location, str) or not location:
         raise OlympiaError(f"metadata_location must be a non-empty string, got {location!r}")
@@ -627,6 +650,19 @@ def _publish_object(
                 type=cast(Any, action_type), object_key=keys.transaction(txn_id), transaction=record
             )
         )
+    return txn.commit()
+
+
+def drop_transaction_objects(store: CatalogStore, txn_ids: Sequence[str]) -> int:
+    """Commit one version that drops the catalog objects of ``txn_ids``.
+
+    Used by expiration for distributed transactions past their TTL.
+    """
+    root = store.load_root(store.latest_version())
+    keys = key_codec(root.definition)
+    txn = Transaction(store, root, "snapshot")
+    for txn_id in txn_ids:
+        txn._write(apb.Action(type=A.TRANSACTION_DROP, object_key=keys.transaction(txn_id)))
     return txn.commit()
 
 

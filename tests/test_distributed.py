@@ -118,6 +118,14 @@ def test_expired_transaction_cannot_be_resumed(tmp_path):
     time.sleep(0.01)
     with pytest.raises(TransactionExpiredError, match=txn_id):
         cat.resume(txn_id)
+    assert cat.list_transactions() == []
+    assert [t.id for t in cat.list_transactions(include_expired=True)] == [txn_id]
+    with cat.transaction() as t:
+        t.create_namespace("later")
+    result = cat.expire_versions(grace_seconds=0)
+    assert cat.list_transactions(include_expired=True) == []  # its object was dropped
+    assert result.oldest_version == cat.version  # and it no longer holds the floor back
+    assert cat.store.storage.list("dtxn") == []
 
 
 def test_distributed_transaction_conflicts_like_any_other(tmp_path):
