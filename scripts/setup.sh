@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Creates .venv and installs olympia with everything its tests need.
-# Safe to run again; it only installs what is missing.
+# Safe to run again: it reinstalls only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+EXTRAS=${OLYMPIA_EXTRAS:-test}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+stamp=".venv/.olympia-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $EXTRAS"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+fi
