@@ -123,6 +123,7 @@ class Catalog:
         Raises:
             VersionNotFoundError: the version does not exist or was expired.
         """
+        _check_version(version)
         oldest = self.oldest_version
         if version < oldest:
             raise VersionNotFoundError(f"version {version} was expired (oldest kept: {oldest})")
@@ -202,6 +203,7 @@ class Catalog:
         Raises:
             VersionNotFoundError: ``version`` does not exist or was expired.
         """
+        _check_version(version)
         return maintenance.rollback_to(self._store, version)
 
     def export_snapshot(
@@ -263,6 +265,11 @@ class Catalog:
 
     def __repr__(self) -> str:
         return f"Catalog({self.uri!r})"
+
+
+def _check_version(version: object) -> None:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise VersionNotFoundError(f"a version is a non-negative integer, got {version!r}")
 
 
 def create_catalog(

@@ -56,6 +56,11 @@ def test_rollback_rolls_forward(cat):
     assert _tables(cat.latest()) == ["after", "t0", "t1"]
     with pytest.raises(VersionNotFoundError):
         cat.rollback_to(100)
+    for bad in (-1, "3", 2.0, None):
+        with pytest.raises(VersionNotFoundError, match="non-negative integer"):
+            cat.at_version(bad)
+        with pytest.raises(VersionNotFoundError, match="non-negative integer"):
+            cat.rollback_to(bad)
 
 
 @pytest.mark.parametrize("mode", ["full", "minimal"])
