@@ -20,8 +20,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from olympia import layout, tree
@@ -255,11 +255,11 @@ class CatalogStore:
         self.storage.close()
 
     def _materialize(
-        self, root: Node, inline_max: int, compression: str
-    ) -> tuple[Node, list[tuple[str, bytes]], list[tuple[str, Node]]]:
-        """Name every new node and big value; return the root with paths for
-        children, the files to write, and the new (path, node) pairs."""
-        files: list[tuple[str, bytes]] = []
+        self, root: Node, inline_max: int, compression: str, emit: Callable[[str, bytes], None]
+    ) -> tuple[Node, list[tuple[str, Node]]]:
+        """Name every new node and big value, handing each file to ``emit`` as
+        soon as it is encoded; return the root with paths for children and the
+        new (path, node) pairs."""
         written: list[tuple[str, Node]] = []
         now = int(time.time() * 1000)
 
@@ -268,7 +268,7 @@ class CatalogStore:
             for v in values:
                 if isinstance(v, bytes) and len(v) > inline_max:
                     path = layout.def_path(v)
-                    files.append((path, v))
+                    emit(path, v)
                     self._values.put(path, v)
                     out.append(DefRef(path))
                 else:
@@ -284,25 +284,14 @@ class CatalogStore:
                     stored = persist(child)
                     data = encode_node(NodeFile(stored, now), compression)
                     path = layout.node_path(data)
-                    files.append((path, data))
+                    emit(path, data)
                     written.append((path, stored))
                     kids.append(path)
                 else:
                     kids.append(child)
             return Node(node.height, node.keys, (), tuple(kids))
 
-        return persist(root), files, written
-
-    def _put_all(self, files: Sequence[tuple[str, bytes]]) -> None:
-        if not files:
-            return
-        futures = [self._executor().submit(self.storage.put_if_absent, p, d) for p, d in files]
-        errors = [f.exception() for f in futures]
-        failed = [e for e in errors if e is not None]
-        if failed:
-            raise CommitFailedError(
-                f"writing node files failed; nothing was published: {failed[0]}"
-            ) from failed[0]
+        return persist(root), written
 
     def commit(
         self,
@@ -326,8 +315,16 @@ class CatalogStore:
                 by this call as far as could be checked.
         """
         compression = definition.node_compression or "none"
-        stored_root, files, written = self._materialize(
-            root, int(definition.inline_value_max_bytes), compression
+        # Files are written in parallel while later ones are still being encoded.
+        futures: list[Future[None]] = []
+        sizes: list[int] = []
+
+        def emit(file_path: str, data: bytes) -> None:
+            sizes.append(len(data))
+            futures.append(self._executor().submit(self.storage.put_if_absent, file_path, data))
+
+        stored_root, written = self._materialize(
+            root, int(definition.inline_value_max_bytes), compression, emit
         )
         now = int(time.time() * 1000)
         info = RootInfo(
@@ -342,7 +339,11 @@ class CatalogStore:
             serialized_before=tuple(serialized_before),
         )
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression)
-        self._put_all(files)
+        failed = [e for e in (f.exception() for f in futures) if e is not None]
+        if failed:
+            raise CommitFailedError(
+                f"writing node files failed; nothing was published: {failed[0]}"
+            ) from failed[0]
         path = layout.root_path(version)
         try:
             self.storage.put_if_absent(path, root_bytes)
@@ -378,9 +379,7 @@ class CatalogStore:
             )
         for p, n in written:
             self._nodes.put(p, n)
-        self.last_write = WriteStats(
-            files=len(files) + 1, bytes=sum(len(d) for _, d in files) + len(root_bytes)
-        )
+        self.last_write = WriteStats(files=len(sizes) + 1, bytes=sum(sizes) + len(root_bytes))
         result = Root(version, stored_root, info, definition, now)
         self._roots.put(path, result)
         # Only a hint, which readers probe past: written in the background so
