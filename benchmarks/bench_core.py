@@ -53,6 +53,11 @@ from olympia.proto.actions_pb2 import TABLE_UPDATE, Action
 from olympia.proto.objects_pb2 import Table
 from olympia.store import CatalogStore, Root
 
+try:
+    from benchmarks import peer_sql
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    import peer_sql  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -332,8 +337,6 @@ class PeerSide:
 
     def bulk_load(self) -> None:
         """Insert the N entries through SQL, into the tables SqlCatalog created."""
-        import sqlite3
-
         n = self.n
         rows = [
             (PEER_CATALOG_NAME, namespace_of(j), table_name(j), metadata_location(j, 1), None)
@@ -344,18 +347,7 @@ class PeerSide:
             for i in range(min(n, N_NAMESPACES))
         ]
         t0 = time.perf_counter()
-        with contextlib.closing(sqlite3.connect(self.db_path)) as con, con:
-            con.executemany(
-                "INSERT INTO iceberg_namespace_properties"
-                " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
-                namespaces,
-            )
-            con.executemany(
-                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
-                " metadata_location, previous_metadata_location, iceberg_type)"
-                " VALUES (?, ?, ?, ?, ?, 'TABLE')",
-                rows,
-            )
+        peer_sql.bulk_insert(str(self.db_path), namespaces, rows)
         self.res.peer_bulk_s = time.perf_counter() - t0
         self.res.peer = True
         log(f"[N={n}] peer bulk INSERT {self.res.peer_bulk_s:.2f} s")

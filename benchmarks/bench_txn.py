@@ -74,6 +74,11 @@ from typing import Any
 
 import olympia
 
+try:
+    from benchmarks import peer_sql
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    import peer_sql  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 PEER_NAME = "bench"
 N_NAMESPACES = 100
@@ -733,22 +738,17 @@ def peer_bulk_insert(folder: str, n: int) -> float:
         (PEER_NAME, namespace_of(k), "exists", "true") for k in range(min(n, N_NAMESPACES))
     ]
     rows = [
-        (PEER_NAME, namespace_of(j), table_name(j), location(namespace_of(j), table_name(j), 1))
+        (
+            PEER_NAME,
+            namespace_of(j),
+            table_name(j),
+            location(namespace_of(j), table_name(j), 1),
+            None,
+        )
         for j in range(n)
     ]
     t0 = time.perf_counter()
-    with contextlib.closing(sqlite3.connect(peer.db_path)) as con, con:
-        con.executemany(
-            "INSERT INTO iceberg_namespace_properties"
-            " (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
-            namespaces,
-        )
-        con.executemany(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
-            " metadata_location, previous_metadata_location, iceberg_type)"
-            " VALUES (?, ?, ?, ?, NULL, 'TABLE')",
-            rows,
-        )
+    peer_sql.bulk_insert(str(peer.db_path), namespaces, rows)
     return time.perf_counter() - t0
 
 
