@@ -131,7 +131,8 @@ class Catalog:
 
     def latest(self) -> CatalogVersion:
         """A read-only view of the latest version."""
-        return self.at_version(self.version)
+        # The probe already honours the floor; no second read of vn/oldest.
+        return CatalogVersion(self._store, self._store.load_root(self.version))
 
     def as_of(self, when: datetime) -> CatalogVersion:
         """A read-only view of the last version created at or before ``when``.

@@ -449,8 +449,13 @@ def _content_read(
                 f"{t.label} (begin {t.begin}) read {op.obj} from {u.label} (v{u.version}), "
                 f"but its snapshot held {now}"
             )
-    if graph is None:
-        return
+    if graph is not None:
+        _edges_around_read(graph, order, pos, t)
+
+
+def _edges_around_read(graph: Graph, order: Sequence[tuple[int, Txn]], pos: int, t: Txn) -> None:
+    """A read of the write at ``pos`` of ``order``: that writer precedes ``t`` (wr),
+    and ``t`` precedes the next writer (rw)."""
     if pos >= 0:
         _add_edge(graph, order[pos][1].label, t.label, WR)
     if pos + 1 < len(order):
@@ -480,12 +485,8 @@ def _list_read(
                 f"{'saw' if seen else 'missed'} {key}, which its snapshot "
                 f"{'lacked' if seen else 'held'} (phantom)"
             )
-        if graph is None:
-            continue
-        if pos >= 0:
-            _add_edge(graph, members[pos][1].label, t.label, WR)
-        if pos + 1 < len(members):
-            _add_edge(graph, t.label, members[pos + 1][1].label, RW)
+        if graph is not None:
+            _edges_around_read(graph, members, pos, t)
 
 
 def _check_first_committer_wins(
