@@ -58,6 +58,21 @@ class InvalidNameError(OlympiaError):
     """An object name is empty, too long or uses forbidden characters."""
 
 
+class InvalidArgumentError(OlympiaError, ValueError):
+    """An argument of a public call has a bad value; the message names it.
+
+    Also a :class:`ValueError`, so callers that validate input generically
+    can catch it as one.
+    """
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a public call has the wrong type; the message names it.
+
+    Also a :class:`TypeError` (and, through its base, a :class:`ValueError`).
+    """
+
+
 # --- catalog objects ---------------------------------------------------------
 
 

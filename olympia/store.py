@@ -16,9 +16,11 @@ A crash or error before step 2 completes leaves only unreachable files.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +44,19 @@ from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.storage.base import Storage
 
 _WRITE_WORKERS = 16
+
+
+#: Every open store, so a forked child can reset their threads (see below).
+_LIVE_STORES: weakref.WeakSet[CatalogStore] = weakref.WeakSet()
+
+
+def _reset_stores_after_fork() -> None:
+    for store in list(_LIVE_STORES):
+        store._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_reset_stores_after_fork)
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,10 @@ class _LRU:
         self._data: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.Lock()
 
+    def reset_lock(self) -> None:
+        """A new lock (after fork: another thread may have held the old one)."""
+        self._lock = threading.Lock()
+
     def get(self, key: str) -> object | None:
         with self._lock:
             value = self._data.get(key)
@@ -119,6 +138,16 @@ class CatalogStore:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.last_write = WriteStats()
+        _LIVE_STORES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """Forget the parent's writer threads and locks: a forked child has
+        only the thread that forked, so the inherited pool would never run a
+        task and a lock held by another thread would never be released."""
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        for cache in (self._nodes, self._values, self._roots, self.derived):
+            cache.reset_lock()
 
     # --- reading ---------------------------------------------------------------
 

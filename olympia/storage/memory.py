@@ -7,6 +7,7 @@ files. Nothing is shared between processes.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from fsspec.implementations.memory import MemoryFileSystem
@@ -22,6 +23,15 @@ from olympia.storage.base import Storage, check_path
 # One lock for every MemoryStorage: instances on the same name share files, so
 # put-if-absent's check-then-store must be atomic across all of them.
 _LOCK = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must not inherit a held lock
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 class MemoryStorage(Storage):

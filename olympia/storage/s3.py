@@ -16,6 +16,7 @@ s3fs's ``info`` cache.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections.abc import Iterator, Mapping
@@ -62,10 +63,25 @@ class S3Storage(Storage):
         self.location = f"s3://{root}"
         options = {**(storage_options or {}), "skip_instance_cache": True}
         options["use_listings_cache"] = False
+        self._options = options
+        self._fs_pid = os.getpid()
+        self._fs_obj: Any = self._new_fs()
+
+    def _new_fs(self) -> Any:
         try:
-            self._fs: Any = s3fs.S3FileSystem(**options)
+            return s3fs.S3FileSystem(**self._options)
         except Exception as exc:
             raise StorageError(f"cannot set up S3 access to {self.location}: {exc}") from exc
+
+    @property
+    def _fs(self) -> Any:
+        """The s3fs client of this process: s3fs refuses to run in a forked
+        child (its event loop and connections belong to the parent), so a
+        child gets a client of its own on first use."""
+        if self._fs_pid != os.getpid():
+            self._fs_obj = self._new_fs()
+            self._fs_pid = os.getpid()
+        return self._fs_obj
 
     # --- helpers ---------------------------------------------------------------
 
