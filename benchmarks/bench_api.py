@@ -1,0 +1,1186 @@
+"""API benchmark: what a user runs, through the public API, against a SQL catalog peer.
+
+Every olympia figure here goes through the public API only:
+``olympia.create_catalog`` / ``load_catalog``, ``cat.begin()``, one call,
+``txn.commit()``, ``cat.latest()``, ``cat.at_version()``. The peer is
+PyIceberg's ``SqlCatalog`` on SQLite, measured in the same run; ratios are
+olympia / peer (< 1: olympia is faster). Five parts (``--only``):
+
+1. ``latency``: p50 / p90 of one-call transactions on catalogs of 10^3, 10^4,
+   10^5, 10^6 tables (``--sizes``): ``update_table(metadata_location=...)``,
+   ``create_table``, ``drop_table``, ``rename_table``, each as
+   ``begin(); call; commit()`` with the catalog's default isolation, on
+   distinct random tables. The catalog is built through the public API too,
+   in one transaction (100 namespaces and N tables; time reported, not
+   compared). Peer: the row of each table is bulk-inserted into SqlCatalog's
+   tables with raw SQL (building only); then ``update`` is the SQL of
+   ``SqlCatalog.commit_table`` (the SELECT of ``load_table``, then the
+   compare-and-swap ``UPDATE ... WHERE metadata_location = <current>``,
+   COMMIT), ``create`` the SQL of ``register_table`` (``namespace_exists``,
+   INSERT, COMMIT), ``drop`` ``SqlCatalog.drop_table`` itself, ``rename`` the
+   SQL of ``rename_table`` (``namespace_exists``, UPDATE, COMMIT). Neither
+   side reads or writes Iceberg metadata.json files. Olympia and peer calls
+   alternate so that other work on the machine slows both alike; 5 warm-up
+   calls of each kind are not counted. Also reported: our own p50 at the
+   largest size over our own p50 at the smallest.
+2. ``cold describe`` (part of ``latency``, measured after the writes): a
+   fresh ``load_catalog`` + ``latest().describe_table`` of a random table,
+   against a fresh ``SqlCatalog`` (new engine) + the SELECT of ``load_table``.
+   The operating system's file cache is warm on both sides.
+3. ``concurrency``: P processes (``--procs``, default 8, local directory; and
+   ``--s3-procs``, default 4, on S3 through a moto server this script starts
+   in a child process and reaches over HTTP on 127.0.0.1), each updating its
+   own table (``begin``, ``update_table``, ``commit``) for a fixed time T
+   (``--seconds``, default 30), against one process alone for the same T:
+   per-process commit counts (list, min, max, min / max), failed commits by
+   rule (``CommitConflictError.rule``, else the exception type; a failed
+   commit is followed by the next transaction), aggregate commits/s. The
+   catalog must have gained exactly one version per commit (checked). Peer
+   (local only): the same with the CAS update of part 1 on disjoint rows.
+4. ``requests``: S3 requests per public operation, on moto:
+   ``load_catalog``, ``catalog.version``, ``begin``, the ``update_table``
+   call, ``commit()`` of a one-table transaction, ``commit()`` of one that
+   lost one race (another catalog object committed after it began),
+   ``latest()`` and ``list_tables`` of a namespace of 10,000 tables
+   (``--list-size``) on a freshly loaded catalog, ``at_version`` +
+   ``describe_table`` on a freshly loaded catalog, and a cold describe. Method:
+   ``tests/s3_requests.py`` wraps botocore's / aiobotocore's
+   ``Endpoint._do_get_response`` (one call per HTTP attempt) and logs each
+   request's operation, key and client-side send / reply times. *Rounds* are
+   the longest chain of requests each sent after the previous one's reply
+   came back (requests in flight together are one round); requests still in
+   flight when the call returned (the background ``vn/latest`` hint) are
+   counted apart as background. Each figure is compared with the budget of
+   issue 7 (begin <= 2 rounds when the process has seen the catalog,
+   commit <= 2, a lost race <= 2 more per retry, load_catalog <= 3, a listing
+   of 10,000 tables <= 4).
+5. ``bulk``: N tables (``--bulk``, default 10^6) created in ONE transaction
+   through the public API, in a child process: wall time (building the
+   transaction, commit) and peak RSS; then, each in a fresh child process,
+   opening the version it wrote (``load_catalog`` + ``at_version(v)`` + one
+   ``describe_table``) against opening a version written by a one-table
+   transaction on the same catalog: time and peak RSS. Peer, for reference:
+   the raw SQL bulk insert of the same rows, and a cold load.
+
+Nothing here asserts on timings; this is a measurement, not a test. The
+script exits 1 only when a check of correctness fails (a catalog that did not
+gain one version per commit, a listing that missed tables).
+
+Run from the project root::
+
+    python -m benchmarks.bench_api              # full run, writes benchmarks/results/api-<date>.md
+    python -m benchmarks.bench_api --quick      # small smoke run (api-<date>-quick.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import multiprocessing as mp
+import os
+import random
+import resource
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import olympia
+
+try:
+    from benchmarks import bench_txn, peer_sql
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    import bench_txn  # type: ignore[no-redef]
+    import peer_sql  # type: ignore[no-redef]
+
+HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent
+if str(PROJECT_ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(PROJECT_ROOT / "tests"))
+import s3_requests  # noqa: E402  (tests/s3_requests.py: the request counter)
+
+Peer = bench_txn.Peer
+PEER_NAME = bench_txn.PEER_NAME
+N_NAMESPACES = bench_txn.N_NAMESPACES
+location = bench_txn.location
+namespace_of = bench_txn.namespace_of
+table_name = bench_txn.table_name
+percentile = bench_txn.percentile
+md_table = bench_txn.md_table
+fmt_ratio = bench_txn.fmt_ratio
+log = bench_txn.log
+in_child = bench_txn.in_child
+load_average = bench_txn.load_average
+WARMUP = 5
+OPS = ("update", "create", "drop", "rename")
+LABEL = {"cold": "cold describe"}
+PARTS = ("latency", "concurrency", "requests", "bulk")
+
+#: issue 7's budgets of sequential rounds on S3 (None: no budget stated)
+BUDGETS: dict[str, int | None] = {
+    "load_catalog": 3,
+    "catalog.version": None,
+    "begin": 2,
+    "update_table call": None,
+    "commit (one table)": 2,
+    "commit that lost one race": 4,
+    "latest() on a fresh catalog": None,
+    "list_tables": 4,
+    "at_version + describe (fresh catalog)": None,
+    "cold describe (load_catalog + latest + describe)": None,
+}
+
+
+def ms(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{x * 1e3:.2f}"
+
+
+def p50(xs: Sequence[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process, in MB: ``VmHWM`` of /proc/self/status.
+
+    Not ``ru_maxrss``: on Linux that survives ``execve``, so a spawned child
+    would report its parent's peak when the parent was bigger."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (peak / 2**20) if sys.platform == "darwin" else peak / 1024
+
+
+def rss_now_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+# --- olympia operations: each one public-API transaction ------------------------------
+
+
+def o_update(cat: olympia.Catalog, ns: str, name: str, gen: int) -> None:
+    txn = cat.begin()
+    txn.update_table(ns, name, metadata_location=location(ns, name, gen))
+    txn.commit()
+
+
+def o_create(cat: olympia.Catalog, ns: str, name: str) -> None:
+    txn = cat.begin()
+    txn.create_table(ns, name, metadata_location=location(ns, name, 1))
+    txn.commit()
+
+
+def o_drop(cat: olympia.Catalog, ns: str, name: str) -> None:
+    txn = cat.begin()
+    txn.drop_table(ns, name)
+    txn.commit()
+
+
+def o_rename(cat: olympia.Catalog, ns: str, name: str, new_name: str) -> None:
+    txn = cat.begin()
+    txn.rename_table(ns, name, ns, new_name)
+    txn.commit()
+
+
+def o_cold_describe(uri: str, ns: str, name: str, options: dict[str, Any] | None = None) -> str:
+    cat = olympia.load_catalog(uri, options)
+    try:
+        return cat.latest().describe_table(ns, name).metadata_location
+    finally:
+        cat.close()
+
+
+# --- peer operations: the SQL SqlCatalog runs, without metadata.json I/O ----------------
+
+
+class ApiPeer(Peer):
+    """bench_txn's peer (update = commit_table's SELECT + CAS UPDATE) plus create,
+    drop, rename and a cold load."""
+
+    def create(self, ns: str, name: str) -> None:
+        """The SQL of SqlCatalog.register_table: namespace_exists, INSERT, COMMIT."""
+        from pyiceberg.catalog.sql import IcebergTables
+        from sqlalchemy import insert
+        from sqlalchemy.orm import Session
+
+        if not self.catalog.namespace_exists(ns):
+            raise RuntimeError(f"peer namespace {ns} missing")
+        with Session(self.catalog.engine) as session:
+            session.execute(
+                insert(IcebergTables).values(
+                    catalog_name=PEER_NAME,
+                    table_namespace=ns,
+                    table_name=name,
+                    metadata_location=location(ns, name, 1),
+                    previous_metadata_location=None,
+                    iceberg_type="TABLE",
+                )
+            )
+            session.commit()
+
+    def drop(self, ns: str, name: str) -> None:
+        self.catalog.drop_table((ns, name))
+
+    def rename(self, ns: str, name: str, new_name: str) -> None:
+        """The SQL of SqlCatalog.rename_table (its final load_table reads metadata.json:
+        left out): namespace_exists, UPDATE, COMMIT."""
+        from pyiceberg.catalog.sql import IcebergTables
+        from sqlalchemy import update
+        from sqlalchemy.orm import Session
+
+        if not self.catalog.namespace_exists(ns):
+            raise RuntimeError(f"peer namespace {ns} missing")
+        with Session(self.catalog.engine) as session:
+            result = session.execute(
+                update(IcebergTables)
+                .where(self._where(ns, name))
+                .values(table_namespace=ns, table_name=new_name)
+            )
+            if result.rowcount < 1:  # type: ignore[attr-defined]
+                raise RuntimeError(f"peer table {ns}.{name} missing")
+            session.commit()
+
+
+def peer_cold_describe(folder: str, ns: str, name: str) -> str:
+    """A new SqlCatalog (new engine, new connection), then the SELECT of load_table."""
+    peer = ApiPeer(folder)
+    try:
+        return peer.current_location(ns, name)
+    finally:
+        peer.close()
+
+
+# --- part 1 and 2: latency against catalog size -------------------------------------
+
+
+def build_olympia(uri: str, n: int) -> dict[str, float]:
+    """100 namespaces and ``n`` tables in one transaction, through the public API."""
+    t0 = time.perf_counter()
+    cat = olympia.create_catalog(uri)
+    txn = cat.begin()
+    for k in range(min(n, N_NAMESPACES)):
+        txn.create_namespace(namespace_of(k))
+    for j in range(n):
+        ns, name = namespace_of(j), table_name(j)
+        txn.create_table(ns, name, metadata_location=location(ns, name, 1))
+    t1 = time.perf_counter()
+    version = txn.commit()
+    t2 = time.perf_counter()
+    cat.close()
+    return {"build_s": t1 - t0, "commit_s": t2 - t1, "version": version, "rss_mb": peak_rss_mb()}
+
+
+def build_peer(folder: str, n: int) -> float:
+    peer = ApiPeer(folder)  # creates SqlCatalog's tables
+    peer.close()
+    namespaces = [
+        (PEER_NAME, namespace_of(k), "exists", "true") for k in range(min(n, N_NAMESPACES))
+    ]
+    rows = [
+        (
+            PEER_NAME,
+            namespace_of(j),
+            table_name(j),
+            location(namespace_of(j), table_name(j), 1),
+            None,
+        )
+        for j in range(n)
+    ]
+    t0 = time.perf_counter()
+    peer_sql.bulk_insert(peer.db_path, namespaces, rows)
+    return time.perf_counter() - t0
+
+
+def measure_ops(
+    uri: str, peer_folder: str | None, n: int, ops: int, cold: int, seed: int
+) -> dict[str, list[float]]:
+    """In a fresh process: one-call transactions of each kind, olympia and peer
+    alternating, each on tables no other call touched; then cold describes."""
+    rng = random.Random(seed)
+    per_kind = ops + WARMUP
+    distinct = min(n, 3 * per_kind)
+    ids = rng.sample(range(n), distinct)
+    chunk = distinct // 3
+    targets = {"update": ids[:chunk], "drop": ids[chunk : 2 * chunk], "rename": ids[2 * chunk :]}
+    out: dict[str, list[float]] = {}
+    cat = olympia.load_catalog(uri)
+    peer = ApiPeer(peer_folder) if peer_folder else None
+
+    def call(who: str, kind: str, i: int) -> Callable[[], Any]:
+        if kind == "create":
+            ns, name = namespace_of(i), f"new_{i:08d}"
+        else:
+            j = targets[kind][i % len(targets[kind])]
+            ns, name = namespace_of(j), table_name(j)
+        if who == "o":
+            if kind == "update":
+                return lambda: o_update(cat, ns, name, 2 + i)
+            if kind == "create":
+                return lambda: o_create(cat, ns, name)
+            if kind == "drop":
+                return lambda: o_drop(cat, ns, name)
+            return lambda: o_rename(cat, ns, name, f"{name}_r")
+        assert peer is not None
+        if kind == "update":
+            return lambda: peer.update(ns, name, 2 + i) or _raise("peer CAS missed")
+        if kind == "create":
+            return lambda: peer.create(ns, name)
+        if kind == "drop":
+            return lambda: peer.drop(ns, name)
+        return lambda: peer.rename(ns, name, f"{name}_r")
+
+    try:
+        for kind in OPS:
+            count = per_kind if kind == "create" else min(per_kind, chunk)
+            for i in range(count):
+                whos = ["o", "p"] if peer else ["o"]
+                for who in whos if i % 2 == 0 else whos[::-1]:
+                    fn = call(who, kind, i)
+                    t0 = time.perf_counter()
+                    fn()
+                    elapsed = time.perf_counter() - t0
+                    if i >= WARMUP:
+                        out.setdefault(f"{who}_{kind}", []).append(elapsed)
+        cat.close()
+        # cold describes of tables that still exist (never dropped or renamed)
+        keep = list(targets["update"]) or [0]
+        for i in range(cold + 1):
+            j = keep[i % len(keep)]
+            ns, name = namespace_of(j), table_name(j)
+            whos = ["o", "p"] if peer_folder else ["o"]
+            for who in whos if i % 2 == 0 else whos[::-1]:
+                t0 = time.perf_counter()
+                if who == "o":
+                    o_cold_describe(uri, ns, name)
+                else:
+                    assert peer_folder is not None
+                    peer_cold_describe(peer_folder, ns, name)
+                if i > 0:  # the first one of each warms up imports
+                    out.setdefault(f"{who}_cold", []).append(time.perf_counter() - t0)
+    finally:
+        if peer:
+            peer.close()
+    return out
+
+
+def _raise(msg: str) -> None:
+    raise RuntimeError(msg)
+
+
+@dataclass
+class SizeResult:
+    n: int
+    build: dict[str, float] = field(default_factory=dict)
+    peer_insert_s: float | None = None
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+
+def part_latency(
+    tmp: str, sizes: Sequence[int], ops: int, cold: int, seed: int, peer: bool
+) -> list[SizeResult]:
+    results: list[SizeResult] = []
+    for n in sizes:
+        folder = os.path.join(tmp, f"size-{n}")
+        os.makedirs(folder)
+        uri = os.path.join(folder, "olympia")
+        res = SizeResult(n)
+        log(f"latency N={n}: building the catalog in one transaction")
+        res.build = in_child(build_olympia, uri, n)
+        log(f"  built in {res.build['build_s'] + res.build['commit_s']:.1f} s")
+        peer_folder = None
+        if peer:
+            peer_folder = os.path.join(folder, "peer")
+            os.makedirs(peer_folder)
+            res.peer_insert_s = in_child(build_peer, peer_folder, n)
+        res.times = in_child(measure_ops, uri, peer_folder, n, ops, cold, seed)
+        for kind in (*OPS, "cold"):
+            o, p = p50(res.times.get(f"o_{kind}", [])), p50(res.times.get(f"p_{kind}", []))
+            log(f"  {kind:7s} olympia p50 {ms(o)} ms, peer p50 {ms(p)} ms, ratio {fmt_ratio(o, p)}")
+        shutil.rmtree(folder, ignore_errors=True)
+        results.append(res)
+    return results
+
+
+def report_latency(results: Sequence[SizeResult], peer: bool) -> str:
+    parts = [
+        "### 1. One-call transactions: latency against catalog size\n",
+        "p50 / p90 in ms; olympia / peer is the ratio of the p50s (< 1: olympia faster). "
+        "Issue 7's target: at most 1.0 at 10^3, 10^4, 10^5 tables.\n",
+    ]
+    rows = []
+    for r in results:
+        for kind in (*OPS, "cold"):
+            o, p = r.times.get(f"o_{kind}", []), r.times.get(f"p_{kind}", [])
+            rows.append(
+                [
+                    f"{r.n:,}",
+                    LABEL.get(kind, kind),
+                    str(len(o)),
+                    ms(p50(o)),
+                    ms(percentile(o, 0.9)),
+                    ms(p50(p)) if p else "n/a",
+                    ms(percentile(p, 0.9)) if p else "n/a",
+                    fmt_ratio(p50(o), p50(p)),
+                ]
+            )
+    parts.append(
+        md_table(
+            [
+                "tables",
+                "operation",
+                "calls",
+                "olympia p50",
+                "olympia p90",
+                "peer p50",
+                "peer p90",
+                "olympia / peer",
+            ],
+            rows,
+        )
+    )
+    if len(results) >= 2:
+        lo, hi = results[0], results[-1]
+        parts.append(
+            f"\nOur own p50 at {hi.n:,} tables over our own p50 at {lo.n:,} "
+            "(issue 7's target at 10^6 / 10^3: at most 1.3):\n"
+        )
+        rows = [
+            [
+                LABEL.get(kind, kind),
+                ms(p50(lo.times.get(f"o_{kind}", []))),
+                ms(p50(hi.times.get(f"o_{kind}", []))),
+                fmt_ratio(p50(hi.times.get(f"o_{kind}", [])), p50(lo.times.get(f"o_{kind}", []))),
+            ]
+            for kind in (*OPS, "cold")
+        ]
+        parts.append(md_table(["operation", f"p50 at {lo.n:,}", f"p50 at {hi.n:,}", "ratio"], rows))
+    parts.append(
+        "\nBuilding the catalogs (not compared; olympia through the public API in one "
+        "transaction, the peer's rows inserted with raw SQL):\n"
+    )
+    rows = [
+        [
+            f"{r.n:,}",
+            f"{r.build.get('build_s', 0):.2f}",
+            f"{r.build.get('commit_s', 0):.2f}",
+            f"{r.build.get('rss_mb', 0):,.0f}",
+            f"{r.peer_insert_s:.2f}" if r.peer_insert_s is not None else "n/a",
+        ]
+        for r in results
+    ]
+    parts.append(
+        md_table(
+            [
+                "tables",
+                "olympia building the transaction s",
+                "olympia commit s",
+                "olympia peak RSS MB",
+                "peer SQL bulk insert s",
+            ],
+            rows,
+        )
+    )
+    return "\n".join(parts) + "\n"
+
+
+# --- part 3: fixed-time concurrency -----------------------------------------------------
+
+
+@dataclass
+class Worker:
+    worker: int
+    commits: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    first_failure: str = ""
+    t_start: float = 0.0
+    t_end: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class Job:
+    system: str  # "olympia" or "peer"
+    where: str
+    options: dict[str, Any] | None
+    seconds: float
+
+
+def worker_ns(w: int) -> str:
+    return f"w{w:02d}"
+
+
+def worker_table(w: int) -> str:
+    return f"t{w:02d}"
+
+
+def setup_concurrency(job: Job, procs: int) -> int:
+    """Create one namespace and table per worker; return the version reached."""
+    if job.system == "olympia":
+        cat = olympia.create_catalog(job.where, job.options)
+        txn = cat.begin()
+        for w in range(procs):
+            txn.create_namespace(worker_ns(w))
+            txn.create_table(worker_ns(w), worker_table(w), location(worker_ns(w), "t", 0))
+        version = txn.commit()
+        cat.close()
+        return version
+    os.makedirs(job.where, exist_ok=True)
+    peer = ApiPeer(job.where)
+    peer.close()
+    ns_rows = [(PEER_NAME, worker_ns(w), "exists", "true") for w in range(procs)]
+    rows = [
+        (PEER_NAME, worker_ns(w), worker_table(w), location(worker_ns(w), "t", 0), None)
+        for w in range(procs)
+    ]
+    peer_sql.bulk_insert(peer.db_path, ns_rows, rows)
+    return 0
+
+
+def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None:
+    """Open the catalog, wait for ``start``, then commit updates of this worker's
+    own table until ``job.seconds`` have passed."""
+    ns, name = worker_ns(w), worker_table(w)
+    handle: Any = (
+        olympia.load_catalog(job.where, job.options)
+        if job.system == "olympia"
+        else ApiPeer(job.where)
+    )
+    start()
+    res.t_start = time.time()
+    end = time.monotonic() + job.seconds
+    gen = 1
+    try:
+        while time.monotonic() < end:
+            try:
+                if job.system == "olympia":
+                    o_update(handle, ns, name, gen)
+                elif not handle.update(ns, name, gen):
+                    raise RuntimeError("CAS missed")
+            except olympia.CommitConflictError as exc:
+                rule = exc.rule or "unknown"
+                res.failures[rule] = res.failures.get(rule, 0) + 1
+                res.first_failure = res.first_failure or f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            except Exception as exc:
+                kind = type(exc).__name__
+                res.failures[kind] = res.failures.get(kind, 0) + 1
+                res.first_failure = res.first_failure or f"{kind}: {exc}"[:300]
+                continue
+            res.commits += 1
+            gen += 1
+    finally:
+        res.t_end = time.time()
+        handle.close()
+
+
+def _worker_main(job: Job, w: int, barrier: Any, queue: Any) -> None:
+    res = Worker(worker=w)
+    try:
+        run_worker(job, w, lambda: barrier.wait(timeout=600), res)
+    except BaseException:
+        res.error = traceback.format_exc()[-2000:]
+        with contextlib.suppress(Exception):
+            barrier.abort()
+    queue.put(asdict(res))
+
+
+def run_fixed_time(job: Job, procs: int) -> list[Worker]:
+    """``procs`` fresh processes that start together and commit for ``job.seconds``."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(procs)
+    queue = ctx.Queue()
+    children = [
+        ctx.Process(target=_worker_main, args=(job, w, barrier, queue)) for w in range(procs)
+    ]
+    for c in children:
+        c.start()
+    results: list[Worker] = []
+    try:
+        for _ in children:
+            results.append(Worker(**queue.get(timeout=job.seconds + 900)))
+    finally:
+        for c in children:
+            c.join(timeout=60)
+            if c.is_alive():
+                c.kill()
+    errors = [r.error for r in results if r.error]
+    if errors:
+        raise RuntimeError(f"a worker process crashed:\n{errors[0]}")
+    return sorted(results, key=lambda r: r.worker)
+
+
+@dataclass
+class ConcurrencyRun:
+    label: str
+    system: str
+    procs: int
+    workers: list[Worker]
+    load: tuple[float, float]
+    problems: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> list[int]:
+        return [w.commits for w in self.workers]
+
+    @property
+    def commits(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def rate(self) -> float:
+        elapsed = max(w.t_end for w in self.workers) - min(w.t_start for w in self.workers)
+        return self.commits / elapsed if elapsed > 0 else float("nan")
+
+    @property
+    def failures(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for w in self.workers:
+            total.update(w.failures)
+        return total
+
+
+def concurrency_run(
+    label: str, system: str, where: str, options: dict[str, Any] | None, procs: int, seconds: float
+) -> ConcurrencyRun:
+    job = Job(system, where, options, seconds)
+    base = setup_concurrency(job, procs)
+    log(f"  {label}: {system}, {procs} process(es) for {seconds:.0f} s")
+    load0 = load_average()
+    workers = run_fixed_time(job, procs)
+    run = ConcurrencyRun(label, system, procs, workers, (load0, load_average()))
+    if system == "olympia":
+        with olympia.load_catalog(where, options) as cat:
+            gained = cat.version - base
+            if gained != run.commits:
+                run.problems.append(f"catalog gained {gained} versions for {run.commits} commits")
+            else:
+                run.checks.append(f"{gained} versions for {run.commits} commits")
+            view = cat.latest()
+            for w in workers:
+                want = location(worker_ns(w.worker), worker_table(w.worker), w.commits)
+                if (
+                    w.commits
+                    and view.describe_table(
+                        worker_ns(w.worker), worker_table(w.worker)
+                    ).metadata_location
+                    != want
+                ):
+                    run.problems.append(f"table of process {w.worker} lost its last update")
+    firsts = [w.first_failure for w in workers if w.first_failure]
+    if firsts:
+        run.checks.append(f"first failure: {firsts[0]}")
+    log(
+        f"    counts {run.counts}, {run.rate:.1f} commits/s, failures {dict(run.failures)}"
+        + (f"; PROBLEMS {run.problems}" if run.problems else "")
+    )
+    return run
+
+
+def part_concurrency(
+    tmp: str, procs: int, s3_procs: int, seconds: float, peer: bool, moto: Any
+) -> list[ConcurrencyRun]:
+    runs: list[ConcurrencyRun] = []
+    plan: list[tuple[str, str, int]] = [("local", "olympia", 1), ("local", "olympia", procs)]
+    if peer:
+        plan += [("local", "peer", 1), ("local", "peer", procs)]
+    if moto is not None and s3_procs > 0:
+        plan += [("s3", "olympia", 1), ("s3", "olympia", s3_procs)]
+    for k, (backend, system, n) in enumerate(plan):
+        label = f"{backend}, {n} process{'es' if n > 1 else ''}"
+        if backend == "s3":
+            where, options = moto.uri(f"conc-{k}"), moto.storage_options
+        else:
+            where, options = os.path.join(tmp, f"conc-{k}"), None
+        runs.append(concurrency_run(label, system, where, options, n, seconds))
+        if backend == "local":
+            shutil.rmtree(where, ignore_errors=True)
+    return runs
+
+
+def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
+    parts = [
+        "### 3. Disjoint writers for a fixed time\n",
+        f"Each process updates its own table (`begin`, `update_table`, `commit`) for {seconds:.0f} s. "
+        "Issue 7's targets: no commit fails; min / max >= 0.33; all processes together at least "
+        "as fast as one alone (the last column, > 1 is better).\n",
+    ]
+    alone = {(r.label.split(",")[0], r.system): r.rate for r in runs if r.procs == 1}
+    rows = []
+    for r in runs:
+        counts = r.counts
+        one = alone.get((r.label.split(",")[0], r.system))
+        rows.append(
+            [
+                r.label,
+                r.system,
+                f"{r.load[0]:.1f} -> {r.load[1]:.1f}",
+                str(counts) if len(counts) > 1 else str(counts[0]),
+                str(min(counts)),
+                str(max(counts)),
+                fmt_ratio(min(counts), max(counts)),
+                ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "0",
+                f"{r.rate:,.1f}",
+                fmt_ratio(r.rate, one) if r.procs > 1 else "-",
+                "; ".join(r.checks + [f"**{x}**" for x in r.problems]) or "-",
+            ]
+        )
+    parts.append(
+        md_table(
+            [
+                "storage, processes",
+                "system",
+                "load",
+                "commits per process",
+                "min",
+                "max",
+                "min / max",
+                "failed commits (rule)",
+                "commits/s (all)",
+                "/ one process",
+                "checks",
+            ],
+            rows,
+        )
+    )
+    return "\n".join(parts) + "\n"
+
+
+# --- part 4: S3 requests per operation ---------------------------------------------------
+
+
+def measure_requests(
+    endpoint_url: str, bucket: str, list_size: int, seed: int
+) -> list[dict[str, Any]]:
+    """In a fresh process: the S3 requests of each public operation."""
+    moto = s3_requests.MotoProcess(endpoint_url, bucket, None)
+    opts = moto.storage_options
+    uri = moto.uri(f"requests-{seed}")
+    rows: list[dict[str, Any]] = []
+
+    # setup (not measured): a namespace of 3 tables and one of list_size tables
+    setup = olympia.create_catalog(uri, opts)
+    txn = setup.begin()
+    txn.create_namespace("ns")
+    for t in ("a", "b", "c"):
+        txn.create_table("ns", t, location("ns", t, 1))
+    txn.create_namespace("big")
+    for j in range(list_size):
+        txn.create_table("big", table_name(j), location("big", table_name(j), 1))
+    txn.commit()
+    txn = setup.begin()  # a small version on top, so the latest root is not the bulk one
+    txn.update_table("ns", "c", metadata_location=location("ns", "c", 2))
+    small = txn.commit()
+    setup.close()
+
+    with s3_requests.record_s3_requests() as rec:
+
+        def add(name: str, fn: Callable[[], Any], note: str = "") -> Any:
+            result, m = rec.measure(fn)
+            rows.append(
+                {
+                    "operation": name,
+                    "total": m.total,
+                    "rounds": m.rounds,
+                    "background": len(m.background),
+                    "requests": m.operations(),
+                    "ms": m.elapsed * 1e3,
+                    "budget": BUDGETS.get(name),
+                    "note": note,
+                }
+            )
+            return result
+
+        cat = add(
+            "load_catalog", lambda: olympia.load_catalog(uri, opts), "first open in this process"
+        )
+        add("catalog.version", lambda: cat.version)
+        txn = add("begin", cat.begin, "the process has seen the catalog")
+        add(
+            "update_table call",
+            lambda: txn.update_table("ns", "a", metadata_location=location("ns", "a", 2)),
+        )
+        add("commit (one table)", txn.commit)
+        # a lost race: another catalog object commits after this transaction began
+        other = olympia.load_catalog(uri, opts)
+        mine = cat.begin()
+        mine.update_table("ns", "a", metadata_location=location("ns", "a", 3))
+        theirs = other.begin()
+        theirs.update_table("ns", "b", metadata_location=location("ns", "b", 2))
+        theirs.commit()
+        other.close()
+        add("commit that lost one race", mine.commit, "rebased once on the other's version")
+        cat.close()
+
+        fresh = olympia.load_catalog(uri, opts)
+        view = add("latest() on a fresh catalog", fresh.latest)
+        names = add(
+            "list_tables", lambda: view.list_tables("big"), f"{list_size:,} tables, cold caches"
+        )
+        if len(names) != list_size:
+            raise RuntimeError(f"list_tables returned {len(names)} of {list_size} tables")
+        fresh.close()
+
+        fresh = olympia.load_catalog(uri, opts)
+        add(
+            "at_version + describe (fresh catalog)",
+            lambda: fresh.at_version(small).describe_table("ns", "c"),
+            f"version {small}",
+        )
+        fresh.close()
+        add(
+            "cold describe (load_catalog + latest + describe)",
+            lambda: o_cold_describe(uri, "ns", "a", opts),
+        )
+    return rows
+
+
+def report_requests(rows: Sequence[dict[str, Any]]) -> str:
+    parts = [
+        "### 4. S3 requests per public operation (moto over HTTP)\n",
+        "Counted in the client (botocore / aiobotocore `Endpoint._do_get_response`, one per "
+        "HTTP attempt). *Rounds*: the longest chain of requests each sent after the previous "
+        "one's reply (requests in flight together count once); *background*: requests still "
+        "in flight when the call returned (not waited for, not in the rounds). Budgets are "
+        "issue 7's, in sequential rounds.\n",
+    ]
+    table = []
+    for r in rows:
+        budget = r["budget"]
+        verdict = "-" if budget is None else ("within" if r["rounds"] <= budget else "**over**")
+        table.append(
+            [
+                r["operation"],
+                str(r["total"]),
+                str(r["rounds"]),
+                str(r["background"]),
+                "-" if budget is None else str(budget),
+                verdict,
+                f"{r['ms']:.1f}",
+                r["requests"],
+                r["note"] or "-",
+            ]
+        )
+    parts.append(
+        md_table(
+            [
+                "operation",
+                "requests",
+                "rounds",
+                "background",
+                "budget (rounds)",
+                "",
+                "ms",
+                "by S3 operation",
+                "note",
+            ],
+            table,
+        )
+    )
+    return "\n".join(parts) + "\n"
+
+
+# --- part 5: bulk load in one transaction ------------------------------------------------
+
+
+def bulk_write(uri: str, n: int) -> dict[str, float]:
+    base = rss_now_mb()
+    out = build_olympia(uri, n)
+    out["rss_base_mb"] = base
+    return out
+
+
+def small_write(uri: str) -> int:
+    cat = olympia.load_catalog(uri)
+    txn = cat.begin()
+    txn.create_table(namespace_of(0), "one_more", location(namespace_of(0), "one_more", 1))
+    version = txn.commit()
+    cat.close()
+    return version
+
+
+def open_version(uri: str, version: int, ns: str, name: str) -> dict[str, float]:
+    """load_catalog + at_version + one describe, in a fresh process."""
+    base = rss_now_mb()
+    t0 = time.perf_counter()
+    cat = olympia.load_catalog(uri)
+    cat.at_version(version).describe_table(ns, name)
+    elapsed = time.perf_counter() - t0
+    cat.close()
+    return {"s": elapsed, "rss_mb": peak_rss_mb(), "rss_base_mb": base}
+
+
+def peer_cold_open(folder: str, ns: str, name: str) -> dict[str, float]:
+    import pyiceberg.catalog.sql  # noqa: F401  (imports are not part of the open)
+    import sqlalchemy.orm  # noqa: F401
+
+    base = rss_now_mb()
+    t0 = time.perf_counter()
+    peer_cold_describe(folder, ns, name)
+    return {"s": time.perf_counter() - t0, "rss_mb": peak_rss_mb(), "rss_base_mb": base}
+
+
+def part_bulk(tmp: str, n: int, peer: bool) -> dict[str, Any]:
+    folder = os.path.join(tmp, "bulk")
+    os.makedirs(folder)
+    uri = os.path.join(folder, "olympia")
+    log(f"bulk: {n:,} tables in one transaction")
+    out: dict[str, Any] = {"n": n, "write": in_child(bulk_write, uri, n)}
+    log(
+        f"  {out['write']['build_s'] + out['write']['commit_s']:.1f} s, peak RSS {out['write']['rss_mb']:,.0f} MB"
+    )
+    bulk_version = int(out["write"]["version"])
+    small_version = in_child(small_write, uri)
+    j = n // 2
+    out["open_bulk"] = in_child(open_version, uri, bulk_version, namespace_of(j), table_name(j))
+    out["open_small"] = in_child(open_version, uri, small_version, namespace_of(j), table_name(j))
+    out["versions"] = (bulk_version, small_version)
+    if peer:
+        pf = os.path.join(folder, "peer")
+        os.makedirs(pf)
+        out["peer_insert_s"] = in_child(build_peer, pf, n)
+        out["peer_open"] = in_child(peer_cold_open, pf, namespace_of(j), table_name(j))
+    for k in ("open_bulk", "open_small", "peer_open"):
+        if k in out:
+            log(f"  {k}: {out[k]['s'] * 1e3:.1f} ms, peak RSS {out[k]['rss_mb']:,.0f} MB")
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def report_bulk(b: dict[str, Any]) -> str:
+    w = b["write"]
+    parts = [
+        f"### 5. {b['n']:,} tables in one transaction, and opening the version it wrote\n",
+        "Each step in a fresh child process; peak RSS is the child's high-water mark (`VmHWM`) (it includes "
+        "the interpreter and imports: see 'RSS before'). Issue 7's targets: the write at most "
+        "60 s and 2 GB; opening any version costs the same whatever the size of the "
+        "transaction that wrote it (the last column, 1.0 is the target).\n",
+    ]
+    rows = [
+        [
+            f"write: begin, {b['n']:,} x create_table, commit",
+            f"{w['build_s'] + w['commit_s']:.2f} (building {w['build_s']:.2f}, commit {w['commit_s']:.2f})",
+            f"{w['rss_base_mb']:,.0f}",
+            f"{w['rss_mb']:,.0f}",
+            "-",
+        ]
+    ]
+    small = b["open_small"]
+    for key, label in (
+        ("open_bulk", f"open version {b['versions'][0]} (written by the bulk transaction)"),
+        ("open_small", f"open version {b['versions'][1]} (written by a one-table transaction)"),
+    ):
+        o = b[key]
+        rows.append(
+            [
+                label + ": load_catalog + at_version + describe_table",
+                f"{o['s']:.3f}",
+                f"{o['rss_base_mb']:,.0f}",
+                f"{o['rss_mb']:,.0f}",
+                f"time {fmt_ratio(o['s'], small['s'])}, RSS {fmt_ratio(o['rss_mb'], small['rss_mb'])}",
+            ]
+        )
+    if "peer_open" in b:
+        rows.append(
+            [
+                "peer: raw SQL bulk insert of the same rows (reference, not its API)",
+                f"{b['peer_insert_s']:.2f}",
+                "-",
+                "-",
+                "-",
+            ]
+        )
+        o = b["peer_open"]
+        rows.append(
+            [
+                "peer: new SqlCatalog + SELECT of load_table",
+                f"{o['s']:.3f}",
+                f"{o['rss_base_mb']:,.0f}",
+                f"{o['rss_mb']:,.0f}",
+                "-",
+            ]
+        )
+    parts.append(
+        md_table(
+            ["step", "seconds", "RSS before MB", "peak RSS MB", "/ opening the small version"], rows
+        )
+    )
+    return "\n".join(parts) + "\n"
+
+
+# --- main -------------------------------------------------------------------------------
+
+
+def parse_ints(text: str) -> list[int]:
+    try:
+        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"values must be positive: {text!r}")
+    return values
+
+
+def parse_only(text: str) -> tuple[str, ...]:
+    parts = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = sorted(set(parts) - set(PARTS))
+    if not parts or unknown:
+        raise argparse.ArgumentTypeError(f"unknown part(s) {unknown}; choose from {PARTS}")
+    return parts
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return "python -m benchmarks.bench_api" + ("" if not argv else " " + shlex.join(argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, short runs (smoke run)")
+    parser.add_argument(
+        "--sizes",
+        type=parse_ints,
+        help="catalog sizes for latency (default 1000,10000,100000,1000000)",
+    )
+    parser.add_argument("--ops", type=int, help="calls of each kind per size (default 100)")
+    parser.add_argument("--cold", type=int, help="cold describes per size (default 30)")
+    parser.add_argument("--procs", type=int, default=8, help="local processes (default 8)")
+    parser.add_argument("--s3-procs", type=int, default=4, help="S3 processes (default 4; 0: none)")
+    parser.add_argument("--seconds", type=float, help="seconds per concurrency run (default 30)")
+    parser.add_argument(
+        "--list-size", type=int, help="tables in the listed namespace (default 10000)"
+    )
+    parser.add_argument("--bulk", type=int, help="tables of the bulk transaction (default 1000000)")
+    parser.add_argument(
+        "--only",
+        type=parse_only,
+        default=PARTS,
+        help=f"comma-separated parts, of {','.join(PARTS)} (default: all)",
+    )
+    parser.add_argument("--seed", type=int, default=20261123)
+    parser.add_argument("--tmp", help="folder for the temporary catalogs (default: system temp)")
+    parser.add_argument("--no-peer", action="store_true", help="skip the SqlCatalog peer")
+    parser.add_argument(
+        "--out", help="Markdown results file (default benchmarks/results/api-<date>[-quick].md)"
+    )
+    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    args = parser.parse_args(argv)
+
+    quick = args.quick
+    sizes = args.sizes or ([1_000, 10_000] if quick else [1_000, 10_000, 100_000, 1_000_000])
+    ops = args.ops or (20 if quick else 100)
+    cold = args.cold or (10 if quick else 30)
+    seconds = args.seconds or (3.0 if quick else 30.0)
+    list_size = args.list_size or (2_000 if quick else 10_000)
+    bulk = args.bulk or (20_000 if quick else 1_000_000)
+    skip = "disabled with --no-peer" if args.no_peer else bench_txn.peer_available()
+    peer = not skip
+    if skip:
+        log(f"peer skipped: {skip}")
+
+    base_tmp = tempfile.mkdtemp(prefix="olympia-bench-api-", dir=args.tmp)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    sections: list[str] = []
+    problems: list[str] = []
+    moto = None
+    try:
+        need_s3 = "requests" in args.only or ("concurrency" in args.only and args.s3_procs > 0)
+        if need_s3:
+            log("starting a moto S3 server in a child process")
+            moto = s3_requests.start_moto_process()
+        if "latency" in args.only:
+            sections.append(
+                report_latency(part_latency(base_tmp, sizes, ops, cold, args.seed, peer), peer)
+            )
+        if "concurrency" in args.only:
+            log("disjoint writers for a fixed time")
+            runs = part_concurrency(base_tmp, args.procs, args.s3_procs, seconds, peer, moto)
+            problems += [f"{r.label} ({r.system}): {x}" for r in runs for x in r.problems]
+            sections.append(report_concurrency(runs, seconds))
+        if "requests" in args.only:
+            assert moto is not None
+            log("S3 requests per operation")
+            rows = in_child(measure_requests, moto.endpoint_url, moto.bucket, list_size, args.seed)
+            for r in rows:
+                log(
+                    f"  {r['operation']}: {r['total']} requests, {r['rounds']} rounds ({r['requests']})"
+                )
+            sections.append(report_requests(rows))
+        if "bulk" in args.only:
+            sections.append(report_bulk(part_bulk(base_tmp, bulk, peer)))
+    finally:
+        if moto is not None:
+            moto.stop()
+        shutil.rmtree(base_tmp, ignore_errors=True)
+    finished = datetime.datetime.now(datetime.timezone.utc)
+    machine = bench_txn.machine_info(os.path.dirname(base_tmp))
+    machine += [
+        ("moto", _version("moto")),
+        ("s3fs", _version("s3fs")),
+        ("aiobotocore", _version("aiobotocore")),
+    ]
+    text = "\n".join(sections)
+    print(text)
+
+    if not args.no_save:
+        today = started.date().isoformat()
+        out = (
+            Path(args.out)
+            if args.out
+            else HERE / "results" / f"api-{today}{'-quick' if quick else ''}.md"
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"# API benchmark, {today}",
+            "",
+            f"Command (from the project root): `{command_line(argv)}`",
+            "",
+            f"Started {started:%Y-%m-%d %H:%M} UTC, took {(finished - started).total_seconds():.0f} s; "
+            f"1-minute load average at the end {load_average():.1f}.",
+            "",
+            md_table(["machine", ""], [[k, v] for k, v in machine]),
+            "",
+            "Everything olympia does here goes through the public API (see the docstring of "
+            "benchmarks/bench_api.py for exactly what each part measures); the peer is "
+            "PyIceberg's SqlCatalog on SQLite, in the same run. Local catalogs use the default "
+            "definition (default isolation: snapshot).",
+            "",
+            text,
+        ]
+        if problems:
+            lines += ["## Problems", "", *[f"* {x}" for x in problems], ""]
+        out.write_text("\n".join(lines))
+        log(f"wrote {out}")
+    for x in problems:
+        log(f"FAILED: {x}")
+    return 1 if problems else 0
+
+
+def _version(module: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
