@@ -509,6 +509,8 @@ class Worker:
     commits: int = 0
     failures: dict[str, int] = field(default_factory=dict)
     first_failure: str = ""
+    #: olympia: publish attempts that found their version taken (rebased inside commit())
+    lost_races: int = 0
     t_start: float = 0.0
     t_end: float = 0.0
     error: str = ""
@@ -562,6 +564,8 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
         if job.system == "olympia"
         else ApiPeer(job.where)
     )
+    # counts lost races by wrapping the store's commit (instrumentation only)
+    probe = bench_txn.CommitProbe(handle) if job.system == "olympia" else None
     start()
     res.t_start = time.time()
     end = time.monotonic() + job.seconds
@@ -587,6 +591,7 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
             gen += 1
     finally:
         res.t_end = time.time()
+        res.lost_races = probe.lost if probe else 0
         handle.close()
 
 
@@ -675,15 +680,24 @@ def concurrency_run(
                 run.checks.append(f"{gained} versions for {run.commits} commits")
             view = cat.latest()
             for w in workers:
-                want = location(worker_ns(w.worker), worker_table(w.worker), w.commits)
-                if (
-                    w.commits
-                    and view.describe_table(
-                        worker_ns(w.worker), worker_table(w.worker)
-                    ).metadata_location
-                    != want
-                ):
+                ns, name = worker_ns(w.worker), worker_table(w.worker)
+                got = view.describe_table(ns, name).metadata_location
+                if w.commits and got != location(ns, name, w.commits):
                     run.problems.append(f"table of process {w.worker} lost its last update")
+        if not run.problems:
+            run.checks.append("every table holds its process's last update")
+    else:
+        peer = ApiPeer(where)
+        try:
+            for w in workers:
+                want = location(worker_ns(w.worker), worker_table(w.worker), w.commits)
+                got = peer.current_location(worker_ns(w.worker), worker_table(w.worker))
+                if w.commits and got != want:
+                    run.problems.append(f"row of process {w.worker} lost its last update")
+        finally:
+            peer.close()
+        if not run.problems:
+            run.checks.append("every row holds its process's last update")
     firsts = [w.first_failure for w in workers if w.first_failure]
     if firsts:
         run.checks.append(f"first failure: {firsts[0]}")
@@ -737,6 +751,7 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
                 str(max(counts)),
                 fmt_ratio(min(counts), max(counts)),
                 ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "0",
+                str(sum(w.lost_races for w in r.workers)) if r.system == "olympia" else "-",
                 f"{r.rate:,.1f}",
                 fmt_ratio(r.rate, one) if r.procs > 1 else "-",
                 "; ".join(r.checks + [f"**{x}**" for x in r.problems]) or "-",
@@ -753,6 +768,7 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
                 "max",
                 "min / max",
                 "failed commits (rule)",
+                "lost races (rebased)",
                 "commits/s (all)",
                 "/ one process",
                 "checks",
@@ -760,6 +776,16 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
             rows,
         )
     )
+    rates = {(r.label, r.system): r.rate for r in runs}
+    pairs = [
+        f"{label}: {fmt_ratio(rates[(label, 'olympia')], rates[(label, 'peer')])}"
+        for label, system in rates
+        if system == "olympia" and (label, "peer") in rates
+    ]
+    if pairs:
+        parts.append(
+            "\nolympia / peer commits/s (> 1: olympia faster): " + "; ".join(pairs) + ".\n"
+        )
     return "\n".join(parts) + "\n"
 
 
