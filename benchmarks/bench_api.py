@@ -852,7 +852,12 @@ def measure_requests(
         theirs.update_table("ns", "b", metadata_location=location("ns", "b", 2))
         theirs.commit()
         other.close()
-        add("commit that lost one race", mine.commit, "rebased once on the other's version")
+        began = mine.begin_version
+        committed = add("commit that lost one race", mine.commit)
+        rows[-1]["note"] = (
+            f"began at {began}, committed {committed}: "
+            f"{committed - began - 1} concurrent version(s) checked and rebased over"
+        )
         cat.close()
 
         fresh = olympia.load_catalog(uri, opts)
