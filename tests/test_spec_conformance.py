@@ -557,3 +557,19 @@ def test_stored_definition_defaults_are_not_substituted(tmp_path, field_name, va
     _commit_raw(cat, {}, definition=definition)
     with pytest.raises(CorruptCatalogError, match=message):
         olympia.load_catalog(str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("mode", ["full", "minimal"])
+def test_spec_reader_reads_exports(written, tmp_path, mode):
+    cat, _ = written
+    target = tmp_path / f"export-{mode}"
+    cat.export_snapshot("e", str(target), mode=mode)
+    spec = SpecReader(target)
+    exported = olympia.load_catalog(str(target))
+    latest = spec.latest()
+    assert latest == exported.version == (4 if mode == "full" else 0)
+    assert spec.entries(spec.root(latest)) == list(cat.latest().scan(""))
+    if mode == "minimal":
+        root = spec.root(0).system
+        assert "$begin_version" not in root and "$isolation" not in root
+        assert root["$n_actions"] == b"0" and "$previous_root" not in root
