@@ -59,6 +59,15 @@ _TEXT_KEYS = {
     K_SERIALIZED_BEFORE,
 }
 _ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
+#: System keys only a root may carry: a node file is a root exactly when it
+#: has ``$version``, and a non-root node with any of these is damaged.
+_ROOT_ONLY_KEYS = _ROOT_KEYS | {
+    K_PREVIOUS_ROOT,
+    K_ROLLBACK_FROM_ROOT,
+    K_BEGIN_VERSION,
+    K_ISOLATION,
+    K_SERIALIZED_BEFORE,
+}
 
 
 @dataclass(frozen=True)
@@ -275,6 +284,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
     is_root = K_VERSION in system
     if is_root and not system.keys() >= _ROOT_KEYS:
         raise bad(f"root node lacks {sorted(_ROOT_KEYS - system.keys())}")
+    if not is_root and system.keys() & _ROOT_ONLY_KEYS:
+        raise bad(f"node without $version has root keys {sorted(system.keys() & _ROOT_ONLY_KEYS)}")
     n_actions = ints.get(K_N_ACTIONS, 0)
     if n_keys < 0 or n_actions < 0 or n_system + n_keys + n_actions != len(keys):
         raise bad("row counts do not add up")

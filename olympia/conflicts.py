@@ -79,8 +79,12 @@ class Footprint:
                 self.alter_props[key] = set()
                 self.writes[key] = False
             if key in self.alter_props:
-                self.alter_props[key].update(action.namespace.properties)
+                # set_properties is the documented record of the keys set; the
+                # keys of the new value are read too, for roots written before
+                # set_properties was filled (spec/transactions.md §1).
+                self.alter_props[key].update(action.set_properties)
                 self.alter_props[key].update(action.unset_properties)
+                self.alter_props[key].update(action.namespace.properties)
         elif t in MEMBER_WRITES or t in CONTENT_WRITES:
             member = t in MEMBER_WRITES
             self.writes[key] = self.writes.get(key, False) or member

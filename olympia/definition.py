@@ -64,3 +64,23 @@ def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
     definition = CatalogDefinition(format_version=FORMAT_VERSION, **merged)
     definition.properties.update(props)
     return definition
+
+
+def stored_definition_problem(definition: CatalogDefinition) -> str | None:
+    """What is wrong with a definition read from a root, or ``None``.
+
+    A stored definition is taken as written: :data:`DEFAULTS` only fill in
+    options at creation, never absent or zero fields of a stored definition
+    (proto3 cannot tell the two apart). Every field must be in the range or
+    among the choices that creation allows (spec/format.md §7).
+    """
+    if definition.format_version == 0:
+        return "has no format_version"
+    for name, (low, high) in _RANGES.items():
+        value = int(getattr(definition, name))
+        if not low <= value <= high:
+            return f"has {name} = {value}, outside [{low}, {high}]"
+    for name, choices in _CHOICES.items():
+        if getattr(definition, name) not in choices:
+            return f"has {name} = {getattr(definition, name)!r}, not one of {choices}"
+    return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import enum
 import functools
-import unicodedata
+import re
 from dataclasses import dataclass
 
 from olympia.errors import CorruptCatalogError, InvalidNameError
@@ -38,15 +38,39 @@ def type_prefix(object_type: ObjectType) -> str:
 
 
 _PREFIX_TO_TYPE = {type_prefix(t): t for t in ObjectType}
-_FORBIDDEN_CATEGORIES = {"Cc", "Cs", "Cn", "Zl", "Zp"}
+
+#: The code points a name must not contain (spec/format.md §5.1). The list is
+#: explicit so that it does not depend on the Unicode version of the runtime:
+#: C0 and C1 controls, the space and every other White_Space character (the
+#: line and paragraph separators U+2028/U+2029 among them), surrogates, the 66
+#: noncharacters, ``/`` and ``\``. All other code points, including ones not
+#: yet assigned, are allowed.
+FORBIDDEN_NAME_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x0020),  # C0 controls and the space
+    (0x002F, 0x002F),  # /
+    (0x005C, 0x005C),  # \
+    (0x007F, 0x00A0),  # DEL, C1 controls, no-break space
+    (0x1680, 0x1680),  # ogham space mark
+    (0x2000, 0x200A),  # en quad .. hair space
+    (0x2028, 0x2029),  # line separator, paragraph separator
+    (0x202F, 0x202F),  # narrow no-break space
+    (0x205F, 0x205F),  # medium mathematical space
+    (0x3000, 0x3000),  # ideographic space
+    (0xD800, 0xDFFF),  # surrogates
+    (0xFDD0, 0xFDEF),  # noncharacters
+    *((plane + 0xFFFE, plane + 0xFFFF) for plane in range(0, 0x110000, 0x10000)),
+)
+_FORBIDDEN_NAME_CHAR = re.compile(
+    "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in FORBIDDEN_NAME_RANGES) + "]"
+)
 
 
 def validate_name(kind: str, name: object, max_size: int) -> str:
     """Return ``name`` if it may name a ``kind`` object, else raise InvalidNameError.
 
     A name is a non-empty string of at most ``max_size`` code points with no
-    whitespace, control, surrogate or unassigned characters, no ``/`` or
-    ``\\``, and no ``..``.
+    code point of :data:`FORBIDDEN_NAME_RANGES` (controls, whitespace,
+    surrogates, noncharacters, ``/``, ``\\``) and no ``..``.
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
@@ -63,11 +87,12 @@ def _validate_str(kind: str, name: str, max_size: int) -> str:
         )
     if ".." in name:
         raise InvalidNameError(f"{kind} name {name!r} must not contain '..'")
-    if name.isascii() and name.isprintable() and not any(c in name for c in " /\\"):
-        return name  # the common case, without a per-character Unicode lookup
-    for ch in name:
-        if ch in "/\\" or ch.isspace() or unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
-            raise InvalidNameError(f"{kind} name {name!r} contains forbidden character {ch!r}")
+    bad = _FORBIDDEN_NAME_CHAR.search(name)
+    if bad is not None:
+        raise InvalidNameError(
+            f"{kind} name {name!r} contains forbidden character {bad.group()!r} "
+            f"(U+{ord(bad.group()):04X})"
+        )
     return name
 
 
@@ -114,6 +139,24 @@ class KeyCodec:
     def view(self, namespace: str, name: str) -> str:
         """Key of a view."""
         return self.views_prefix(namespace) + self._pad("view", name, self.view_max)
+
+    def table_and_view_keys(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """``(key, kind)`` of the table and of the view ``namespace.name`` could be.
+
+        Table and view widths are independent (spec/format.md §5): a name
+        wider than the view width can only be a table and the other way round,
+        so the kind whose width it exceeds is left out, not refused.
+
+        Raises:
+            InvalidNameError: the name fits neither width, or is invalid.
+        """
+        name = validate_name("table or view", name, max(self.table_max, self.view_max))
+        found = []
+        if len(name) <= self.table_max:
+            found.append((self.table(namespace, name), "table"))
+        if len(name) <= self.view_max:
+            found.append((self.view(namespace, name), "view"))
+        return found
 
     def transaction(self, txn_id: str) -> str:
         """Key of a distributed transaction."""

@@ -89,12 +89,13 @@ def encode_counter(value: int) -> bytes:
 
 
 def decode_counter(data: bytes) -> int | None:
-    """Parse a ``vn/latest`` or ``vn/oldest`` file; ``None`` when damaged."""
-    try:
-        text = data.decode("ascii").strip()
-    except UnicodeDecodeError:
-        return None
-    if not text.isdigit() or len(text) > 20:
+    """Parse a ``vn/latest`` or ``vn/oldest`` file; ``None`` when damaged.
+
+    Leading and trailing spaces, tabs, CRs and LFs are ignored (spec/format.md
+    §2.2); anything else but 1 to 20 ASCII digits is damage.
+    """
+    text = data.strip(b" \t\r\n")
+    if not 0 < len(text) <= 20 or not all(0x30 <= b <= 0x39 for b in text):
         return None
     value = int(text)
     return value if value <= MAX_VERSION else None

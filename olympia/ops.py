@@ -52,7 +52,7 @@ def _require_free(
 ) -> None:
     """No table or view named ``name`` may exist in ``namespace``; ``error`` is
     the already-exists error of the kind of object being created."""
-    for key, kind in ((keys.table(namespace, name), "table"), (keys.view(namespace, name), "view")):
+    for key, kind in keys.table_and_view_keys(namespace, name):
         if state.get(key) is not None:
             raise PreconditionFailed(
                 error(f"a {kind} named {namespace}.{name} already exists"), key, True

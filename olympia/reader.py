@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from olympia.errors import NamespaceNotFoundError, TableNotFoundError, ViewNotFoundError
+from olympia.errors import (
+    CorruptCatalogError,
+    NamespaceNotFoundError,
+    TableNotFoundError,
+    ViewNotFoundError,
+)
 from olympia.keys import KeyCodec
 from olympia.objects import NamespaceInfo, TableInfo, ViewInfo, parse
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 
 A = apb.ActionType
+
+
+def _check_names(what: str, stored: tuple[str, ...], expected: tuple[str, ...]) -> None:
+    """A value's name fields must equal its key's name parts (spec/format.md §6)."""
+    if stored != expected:
+        raise CorruptCatalogError(
+            f"stored definition of {what} names {'.'.join(stored)!r}, not its key's name"
+        )
 
 
 class CatalogReader:
@@ -47,7 +60,9 @@ class CatalogReader:
         data = self._read(A.NAMESPACE_DESCRIBE, self._keys.namespace(namespace))
         if data is None:
             raise NamespaceNotFoundError(f"namespace {namespace!r} does not exist")
-        return NamespaceInfo.from_proto(parse(pb.Namespace, data, f"namespace {namespace}"))
+        msg = parse(pb.Namespace, data, f"namespace {namespace}")
+        _check_names(f"namespace {namespace}", (msg.name,), (namespace,))
+        return NamespaceInfo.from_proto(msg)
 
     def list_namespaces(self) -> list[str]:
         """Names of all namespaces, sorted."""
@@ -74,7 +89,9 @@ class CatalogReader:
         data = self._read(A.TABLE_DESCRIBE, self._keys.table(namespace, name))
         if data is None:
             raise TableNotFoundError(f"table {namespace}.{name} does not exist")
-        return TableInfo.from_proto(parse(pb.Table, data, f"table {namespace}.{name}"))
+        msg = parse(pb.Table, data, f"table {namespace}.{name}")
+        _check_names(f"table {namespace}.{name}", (msg.namespace, msg.name), (namespace, name))
+        return TableInfo.from_proto(msg)
 
     def list_tables(self, namespace: str) -> list[str]:
         """Names of the tables in ``namespace``, sorted.
@@ -102,7 +119,9 @@ class CatalogReader:
         data = self._read(A.VIEW_DESCRIBE, self._keys.view(namespace, name))
         if data is None:
             raise ViewNotFoundError(f"view {namespace}.{name} does not exist")
-        return ViewInfo.from_proto(parse(pb.View, data, f"view {namespace}.{name}"))
+        msg = parse(pb.View, data, f"view {namespace}.{name}")
+        _check_names(f"view {namespace}.{name}", (msg.namespace, msg.name), (namespace, name))
+        return ViewInfo.from_proto(msg)
 
     def list_views(self, namespace: str) -> list[str]:
         """Names of the views in ``namespace``, sorted.

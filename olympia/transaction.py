@@ -210,6 +210,7 @@ class Transaction(CatalogReader):
                 type=A.NAMESPACE_ALTER,
                 object_key=self._keys.namespace(namespace),
                 namespace=pb.Namespace(name=namespace, properties=props),
+                set_properties=sorted(props),
                 unset_properties=removed,
             )
         )

@@ -77,7 +77,7 @@ TRANSACTION_OUTCOME_COMMITTING: TransactionOutcome
 TRANSACTION_OUTCOME_ROLLED_BACK: TransactionOutcome
 
 class Action(_message.Message):
-    __slots__ = ("type", "object_key", "namespace", "table", "view", "transaction", "set_properties", "unset_properties", "target_key", "read_only", "found", "transaction_id", "update_fields")
+    __slots__ = ("type", "object_key", "namespace", "table", "view", "transaction", "set_properties", "unset_properties", "target_key", "read_only", "found", "update_fields")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -89,7 +89,6 @@ class Action(_message.Message):
     TARGET_KEY_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     FOUND_FIELD_NUMBER: _ClassVar[int]
-    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATE_FIELDS_FIELD_NUMBER: _ClassVar[int]
     type: ActionType
     object_key: str
@@ -102,9 +101,8 @@ class Action(_message.Message):
     target_key: str
     read_only: bool
     found: bool
-    transaction_id: str
     update_fields: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, type: _Optional[_Union[ActionType, str]] = ..., object_key: _Optional[str] = ..., namespace: _Optional[_Union[_objects_pb2.Namespace, _Mapping]] = ..., table: _Optional[_Union[_objects_pb2.Table, _Mapping]] = ..., view: _Optional[_Union[_objects_pb2.View, _Mapping]] = ..., transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., set_properties: _Optional[_Iterable[str]] = ..., unset_properties: _Optional[_Iterable[str]] = ..., target_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., found: _Optional[bool] = ..., transaction_id: _Optional[str] = ..., update_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[ActionType, str]] = ..., object_key: _Optional[str] = ..., namespace: _Optional[_Union[_objects_pb2.Namespace, _Mapping]] = ..., table: _Optional[_Union[_objects_pb2.Table, _Mapping]] = ..., view: _Optional[_Union[_objects_pb2.View, _Mapping]] = ..., transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., set_properties: _Optional[_Iterable[str]] = ..., unset_properties: _Optional[_Iterable[str]] = ..., target_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., found: _Optional[bool] = ..., update_fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TransactionState(_message.Message):
     __slots__ = ("transaction", "actions", "outcome")

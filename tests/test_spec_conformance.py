@@ -1,0 +1,575 @@
+"""The library against spec/format.md and spec/transactions.md.
+
+The first half reads catalogs the library wrote with a small reader built from
+the spec alone (pyarrow, zlib, hashlib and the protos; nothing from the
+package), following the conformance list of spec/format.md §10. The second
+half covers the places where the library used to disagree with its spec or
+protos.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import olympia
+from olympia import layout, tree
+from olympia.codec import NodeFile, decode_node, encode_node
+from olympia.conflicts import Footprint, write_overlap
+from olympia.errors import (
+    CatalogNotFoundError,
+    CorruptCatalogError,
+    InvalidNameError,
+    TableAlreadyExistsError,
+)
+from olympia.keys import validate_name
+from olympia.node import Node
+from olympia.proto import actions_pb2 as apb
+from olympia.proto import objects_pb2 as pb
+
+A = apb.ActionType
+ROOT_DIR = Path(__file__).resolve().parent.parent
+
+# --- a reader written from the spec ---------------------------------------------------
+
+
+def spec_name(version: int) -> str:
+    """format.md §2.1: 64 binary digits, least significant first."""
+    return "".join("1" if version >> i & 1 else "0" for i in range(64))
+
+
+def spec_counter(data: bytes | None) -> int | None:
+    """format.md §2.2: ASCII digits, surrounding space/tab/CR/LF ignored."""
+    if data is None:
+        return None
+    text = data.strip(b" \t\r\n")
+    if not re.fullmatch(rb"[0-9]{1,20}", text):
+        return None
+    return int(text) if int(text) < 1 << 64 else None
+
+
+def spec_checksum(columns: list[list[bytes | None]]) -> int:
+    """format.md §3.1."""
+    crc = 0
+    for col in columns:
+        for v in col:
+            crc = zlib.crc32(struct.pack("<i", -1 if v is None else len(v)), crc)
+        for v in col:
+            if v is not None:
+                crc = zlib.crc32(v, crc)
+    return crc
+
+
+@dataclass
+class SpecNode:
+    system: dict[str, bytes]
+    pivots: list[tuple[str, bytes | None, str | None, str | None]]
+    actions: list[tuple[str, apb.Action]] = field(default_factory=list)
+
+    @property
+    def is_root(self) -> bool:
+        return "$version" in self.system  # format.md §3.3
+
+    @property
+    def height(self) -> int:
+        return int(self.system["$height"])
+
+
+def spec_node(data: bytes) -> SpecNode:
+    table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    meta = table.schema.metadata
+    assert meta[b"olympia.magic"] == b"olympia-node"
+    assert meta[b"olympia.format-version"] == b"1"
+    assert [(f.name, f.type) for f in table.schema] == [
+        ("key", pa.utf8()),
+        ("value", pa.binary()),
+        ("def", pa.utf8()),
+        ("child", pa.utf8()),
+    ]
+    cols = [table.column(n).to_pylist() for n in ("key", "value", "def", "child")]
+    as_bytes = [
+        [None if v is None else v.encode() if isinstance(v, str) else v for v in col]
+        for col in cols
+    ]
+    assert meta[b"olympia.checksum"] == f"crc32:{spec_checksum(as_bytes):08x}".encode()
+    rows = list(zip(*cols, strict=True))
+    system: dict[str, bytes] = {}
+    i = 0
+    while i < len(rows) and rows[i][0].startswith("$"):
+        key, value, d, c = rows[i]
+        assert value is not None and d is None and c is None and key not in system
+        system[key] = value
+        i += 1
+    n_keys = int(system["$n_keys"])
+    n_actions = int(system.get("$n_actions", b"0"))
+    assert i + n_keys + n_actions == len(rows)
+    pivots = rows[i : i + n_keys]
+    keys = [r[0].encode() for r in pivots]
+    assert keys == sorted(set(keys))
+    actions = []
+    for key, value, d, c in rows[i + n_keys :]:
+        assert d is None and c is None
+        action = apb.Action()
+        action.ParseFromString(value)
+        actions.append((key, action))
+    return SpecNode(system, pivots, actions)
+
+
+class SpecReader:
+    """Everything a reader needs, from format.md only."""
+
+    def __init__(self, root_dir: Path) -> None:
+        self.dir = root_dir
+
+    def read(self, path: str) -> bytes | None:
+        file = self.dir / path
+        return file.read_bytes() if file.exists() else None
+
+    def latest(self) -> int:
+        """format.md §2.2, step by step."""
+        oldest = spec_counter(self.read("vn/oldest")) or 0
+        h = max(spec_counter(self.read("vn/latest")) or 0, oldest)
+
+        def exists(v: int) -> bool:
+            return (self.dir / "vn" / spec_name(v)).exists()
+
+        if not exists(h):
+            if h == oldest or not exists(oldest):
+                raise LookupError("no catalog")
+            low, high = oldest, h
+        else:
+            low, step = h, 1
+            while exists(low + step):
+                low += step
+                step *= 2
+            high = low + step
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if exists(mid) else (low, mid)
+        return low
+
+    def root(self, version: int) -> SpecNode:
+        data = self.read(f"vn/{spec_name(version)}")
+        assert data is not None
+        node = spec_node(data)
+        assert node.is_root and int(node.system["$version"]) == version
+        return node
+
+    def child(self, path: str) -> SpecNode:
+        m = re.fullmatch(r"(node|def)/([0-9]{13,})-([0-9a-f]{32})\.(arrow|binpb)", path)
+        assert m is not None
+        data = self.read(path)
+        assert data is not None
+        assert hashlib.sha256(data).hexdigest()[:32] == m.group(3)
+        node = spec_node(data)
+        assert not node.is_root
+        return node
+
+    def value(self, row: tuple[str, bytes | None, str | None, str | None]) -> bytes:
+        _, value, d, c = row
+        assert c is None and (value is None) != (d is None)
+        if value is not None:
+            return value
+        assert d is not None
+        data = self.read(d)
+        assert data is not None and hashlib.sha256(data).hexdigest()[:32] in d
+        return data
+
+    def entries(self, node: SpecNode) -> list[tuple[str, bytes]]:
+        """Every (key, value) of the tree under ``node``, in order."""
+        if node.height == 0:
+            return [(row[0], self.value(row)) for row in node.pivots]
+        out: list[tuple[str, bytes]] = []
+        for key, value, d, c in node.pivots:
+            assert value is None and d is None and c is not None
+            kid = self.child(c)
+            assert kid.height == node.height - 1
+            sub = self.entries(kid)
+            assert sub and sub[0][0] == key
+            out.extend(sub)
+        return out
+
+
+def prefix(type_id: int) -> str:
+    """format.md §5: base64 of the type id as 3 big-endian bytes."""
+    return base64.b64encode(type_id.to_bytes(3, "big")).decode()
+
+
+def pad(name: str, width: int) -> str:
+    return name + " " * (width - len(name))
+
+
+# --- the library's catalogs, read by the spec reader ----------------------------------
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> tuple[olympia.Catalog, SpecReader]:
+    cat = olympia.create_catalog(
+        str(tmp_path / "c"),
+        namespace_name_max_size=6,
+        table_name_max_size=10,
+        view_name_max_size=7,
+        node_order=3,
+        inline_value_max_bytes=64,
+    )
+    with cat.transaction() as t:  # v1
+        t.create_namespace("ns", {"owner": "x"})
+        for i in range(6):
+            t.create_table("ns", f"t{i}", f"s3://b/t{i}/m.json")
+        t.create_table("ns", "wide_table", "s3://b/" + "w" * 80)
+        t.create_view("ns", "v", sql_text="select 1")
+    with cat.transaction() as t:  # v2
+        t.alter_namespace("ns", set={"b": "2", "a": "1"}, unset=["owner"])
+        t.rename_table("ns", "t0", "ns", "renamed")
+    with cat.transaction(isolation="serializable") as t:  # v3
+        t.describe_table("ns", "t1")
+        t.drop_table("ns", "t1")
+    cat.rollback_to(2)  # v4
+    return cat, SpecReader(Path(cat.store.storage.location))
+
+
+def test_spec_reader_sees_what_the_library_sees(written):
+    cat, spec = written
+    assert spec.latest() == cat.version == 4
+    for version in range(5):
+        root = spec.root(version)
+        view = cat.at_version(version)
+        assert spec.entries(root) == list(view.scan(""))
+        assert pb.CatalogDefinition.FromString(root.system["$catalog_def"]) == view.definition
+        assert root.system["$transaction_id"].decode() == cat.history()[version].transaction_id
+        if version:
+            assert root.system["$previous_root"].decode() == f"vn/{spec_name(version - 1)}"
+    tables = [
+        key[len(prefix(2)) + 6 :].rstrip(" ")
+        for key, _ in spec.entries(spec.root(4))
+        if key.startswith(prefix(2) + pad("ns", 6))
+    ]
+    assert tables == cat.latest().list_tables("ns")
+
+
+def test_value_name_fields_equal_their_key(written):
+    cat, spec = written
+    widths = {1: (6,), 2: (6, 10), 3: (6, 7)}
+    messages = {1: pb.Namespace, 2: pb.Table, 3: pb.View}
+    for key, value in spec.entries(spec.root(cat.version)):
+        type_id = int.from_bytes(base64.b64decode(key[:4]), "big")
+        parts, start = [], 4
+        for width in widths[type_id]:
+            parts.append(key[start : start + width].rstrip(" "))
+            start += width
+        assert start == len(key)
+        msg: Any = messages[type_id].FromString(value)
+        names = [msg.name] if type_id == 1 else [msg.namespace, msg.name]
+        assert names == parts
+
+
+def test_action_rows_as_specified(written):
+    _, spec = written
+    for version in range(1, 5):
+        for key, action in spec.root(version).actions:
+            assert key == action.object_key
+    ns_key = prefix(1) + pad("ns", 6)
+    alter, rename = (a for _, a in spec.root(2).actions)
+    assert alter.type == A.NAMESPACE_ALTER and alter.object_key == ns_key
+    assert list(alter.set_properties) == ["a", "b"]
+    assert list(alter.unset_properties) == ["owner"]
+    assert dict(alter.namespace.properties) == {"a": "1", "b": "2"}
+    assert rename.type == A.TABLE_RENAME
+    assert rename.object_key == prefix(2) + pad("ns", 6) + pad("t0", 10)
+    assert rename.target_key == prefix(2) + pad("ns", 6) + pad("renamed", 10)
+    assert (rename.table.namespace, rename.table.name) == ("ns", "renamed")
+    serializable = spec.root(3)
+    assert serializable.system["$isolation"] == b"serializable"
+    assert serializable.system["$begin_version"] == b"2"
+    assert [a.type for _, a in serializable.actions] == [A.TABLE_DESCRIBE, A.TABLE_DROP]
+    rollback = spec.root(4)
+    assert [(k, a.type) for k, a in rollback.actions] == [("", A.CATALOG_ROLLBACK)]
+    assert rollback.system["$begin_version"] == b"3"
+    assert rollback.system["$rollback_from_root"] == rollback.system["$previous_root"]
+    assert "$isolation" not in rollback.system
+    assert rollback.pivots == spec.root(2).pivots
+    assert "$begin_version" not in spec.root(0).system
+
+
+def test_latest_version_probe_agrees_with_the_spec(written):
+    cat, spec = written
+    storage = cat.store.storage
+    for hint, oldest in [(b"0", None), (b"4\n", None), (b"2 \r\n", b"1\n"), (b"99", None)]:
+        storage.overwrite(layout.LATEST_HINT, hint)
+        if oldest is not None:
+            storage.overwrite(layout.OLDEST_FLOOR, oldest)
+        assert cat.store.latest_version() == spec.latest() == 4
+    # Neither the hint's root nor the floor's root exists: no catalog.
+    storage.overwrite(layout.OLDEST_FLOOR, b"7")
+    storage.overwrite(layout.LATEST_HINT, b"9")
+    with pytest.raises(LookupError):
+        spec.latest()
+    with pytest.raises(CatalogNotFoundError):
+        cat.store.latest_version()
+
+
+@pytest.mark.parametrize(
+    ("data", "value"),
+    [
+        (b"12", 12),
+        (b"12\n", 12),
+        (b" \t12\r\n", 12),
+        (b"", None),
+        (b"1 2", None),
+        (b"+12", None),
+        (b"\x0b12", None),
+        (b"\xd9\xa12", None),
+        (b"1" * 21, None),
+        (str(1 << 64).encode(), None),
+    ],
+)
+def test_counter_files(data, value):
+    assert layout.decode_counter(data) == spec_counter(data) == value
+
+
+def test_root_is_told_by_version_key_and_non_roots_carry_no_root_keys():
+    leaf = Node(0, ("AAABx",), (b"v",))
+    plain = encode_node(NodeFile(leaf, 1_700_000_000_000))
+    assert decode_node(plain, "node/x").root is None
+    assert not spec_node(plain).is_root
+    for key in ("$begin_version", "$isolation", "$n_actions", "$catalog_def"):
+        value = b"0" if key in ("$begin_version", "$n_actions") else b"serializable"
+        data = encode_node(NodeFile(leaf, 1_700_000_000_000, extra={key: value}))
+        with pytest.raises(CorruptCatalogError, match="without \\$version has root keys"):
+            decode_node(data, "node/x")
+
+
+def test_generated_protos_use_the_documented_import_path():
+    """spec/format.md §11: proto/ is compiled as olympia/proto/."""
+    assert apb.DESCRIPTOR.name == "olympia/proto/actions.proto"
+    assert list(apb.DESCRIPTOR.dependencies) == [pb.DESCRIPTOR]
+    assert pb.DESCRIPTOR.name == "olympia/proto/objects.proto"
+    assert "--proto_path=olympia/proto=proto" in (ROOT_DIR / "spec" / "format.md").read_text()
+
+
+# --- library fixes ----------------------------------------------------------------------
+
+
+def test_alter_namespace_records_the_keys_it_sets(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns", {"old": "1"})
+    with cat.transaction() as t:
+        t.alter_namespace("ns", set={"z": "1", "k": "2"}, unset=["old"])
+        (action,) = t.actions
+        assert list(action.set_properties) == ["k", "z"]
+    (committed,) = cat.history()[-1].actions
+    assert list(committed.set_properties) == ["k", "z"]
+    assert list(committed.unset_properties) == ["old"]
+
+
+def test_conflict_check_reads_set_properties():
+    """A writer that fills only the documented field is still checked."""
+    key = "AAABns"
+
+    def alter(set_keys: list[str], values: dict[str, str]) -> apb.Action:
+        return apb.Action(
+            type=A.NAMESPACE_ALTER,
+            object_key=key,
+            namespace=pb.Namespace(name="ns", properties=values),
+            set_properties=set_keys,
+        )
+
+    documented_only = Footprint.of(2, 1, [alter(["p"], {})])
+    ours = Footprint.of(3, 1, [alter(["p"], {"p": "1"})])
+    assert write_overlap(documented_only, ours) == key
+    # Roots written before set_properties was filled: the value's keys count.
+    old_form = Footprint.of(2, 1, [alter([], {"p": "1"})])
+    assert write_overlap(old_form, ours) == key
+    disjoint = Footprint.of(2, 1, [alter(["q"], {"q": "1"})])
+    assert write_overlap(disjoint, ours) is None
+
+
+def test_concurrent_alters_of_one_property_conflict_end_to_end(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    first, second = cat.begin(), cat.begin()
+    first.alter_namespace("ns", set={"p": "1"})
+    second.alter_namespace("ns", unset=["p"])
+    first.commit()
+    with pytest.raises(olympia.CommitConflictError) as err:
+        second.commit()
+    assert err.value.rule == "write-write"
+
+
+def test_action_has_no_transaction_id_field(tmp_path):
+    assert "transaction_id" not in apb.Action.DESCRIPTOR.fields_by_name
+    assert 12 not in apb.Action.DESCRIPTOR.fields_by_number
+    proto = (ROOT_DIR / "proto" / "actions.proto").read_text()
+    assert re.search(r"reserved 12;", proto)
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    entry = cat.history()[-1]
+    raw = cat.store.load_root(1).info
+    assert raw.transaction_id == entry.transaction_id and len(entry.transaction_id) == 32
+
+
+@pytest.mark.parametrize(("table_width", "view_width"), [(8, 6), (6, 8)])
+def test_table_and_view_widths_are_independent(tmp_path, table_width, view_width):
+    cat = olympia.create_catalog(
+        str(tmp_path / "c"), table_name_max_size=table_width, view_name_max_size=view_width
+    )
+    wide, narrow = "y" * 7, "x" * 6
+    with cat.transaction() as t:
+        t.create_namespace("n")
+        if table_width > view_width:
+            t.create_table("n", wide, "s3://b/m.json")
+            with pytest.raises(InvalidNameError, match="view name .* allows 6"):
+                t.create_view("n", wide, sql_text="select 1")
+            t.create_table("n", "a", "s3://b/a.json")
+            t.rename_table("n", "a", "n", "z" * 8)
+        else:
+            t.create_view("n", wide, sql_text="select 1")
+            with pytest.raises(InvalidNameError, match="table name .* allows 6"):
+                t.create_table("n", wide, "s3://b/m.json")
+        t.create_view("n", narrow, sql_text="select 2")
+        with pytest.raises(TableAlreadyExistsError, match="a view named n.xxxxxx"):
+            t.create_table("n", narrow, "s3://b/x.json")
+    latest = cat.latest()
+    if table_width > view_width:
+        assert latest.list_tables("n") == [wide, "z" * 8]
+        assert latest.describe_table("n", wide).name == wide
+    else:
+        assert latest.list_views("n") == [narrow, wide]
+
+
+@pytest.mark.parametrize(
+    ("char", "allowed"),
+    [
+        ("\u0021", True),  # '!', the lowest allowed code point
+        ("\u0020", False),
+        ("\u007e", True),
+        ("\u007f", False),
+        ("\u009f", False),
+        ("\u00a0", False),  # no-break space (White_Space)
+        ("\u00a1", True),
+        ("\u0378", True),  # unassigned in Unicode 15: allowed, by a version-free rule
+        ("\u1680", False),
+        ("\u180e", True),  # was whitespace before Unicode 6.3, never in the list
+        ("\u200a", False),
+        ("\u200b", True),  # zero width space is Cf, not White_Space
+        ("\u2028", False),
+        ("\u2029", False),
+        ("\u3000", False),
+        ("\ue000", True),  # private use
+        ("\ufdcf", True),
+        ("\ufdd0", False),  # noncharacter
+        ("\ufdef", False),
+        ("\ufffd", True),
+        ("\ufffe", False),
+        ("\U0001f600", True),
+        ("\U0002fffe", False),
+        ("\U000e01ef", True),
+        ("\U0010fffd", True),
+        ("\U0010ffff", False),
+        ("/", False),
+        ("\\", False),
+    ],
+)
+def test_name_characters_follow_a_version_free_list(char, allowed):
+    name = f"a{char}b"
+    if allowed:
+        assert validate_name("table", name, 8) == name
+    else:
+        with pytest.raises(InvalidNameError, match="forbidden character"):
+            validate_name("table", name, 8)
+
+
+# --- what readers verify ------------------------------------------------------------------
+
+
+def _commit_raw(cat: olympia.Catalog, changes: dict[str, bytes | None], **kw: Any) -> None:
+    base = cat.store.load_root(cat.version)
+    new = tree.apply(base.node, sorted(changes.items()), base.order, cat.store.load_node)
+    cat.store.commit(
+        base.version + 1,
+        new,
+        kw.pop("definition", base.definition),
+        "raw",
+        previous_root=base.path,
+        **kw,
+    )
+
+
+def test_value_whose_names_differ_from_its_key_is_damage(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"), namespace_name_max_size=4)
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    table_key = cat.latest().keys.table("ns", "t")
+    wrong = pb.Table(namespace="ns", name="other", metadata_location="s3://b/m.json")
+    _commit_raw(cat, {table_key: wrong.SerializeToString()})
+    latest = cat.latest()
+    assert latest.list_tables("ns") == ["t"]  # the key is authoritative
+    with pytest.raises(CorruptCatalogError, match="names 'ns.other'"):
+        latest.describe_table("ns", "t")
+    ns_key = latest.keys.namespace("ns")
+    _commit_raw(cat, {ns_key: pb.Namespace(name="nz").SerializeToString()})
+    with pytest.raises(CorruptCatalogError, match="names 'nz'"):
+        cat.latest().describe_namespace("ns")
+
+
+def test_unknown_type_prefix_is_ignored_and_preserved(tmp_path):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    unknown = prefix(5) + "something from a later writer"
+    _commit_raw(cat, {unknown: b"\x01\x02"})
+    with cat.transaction() as t:
+        assert t.list_namespaces() == ["ns"]
+        t.create_table("ns", "t", "s3://b/m.json")
+    latest = cat.latest()
+    assert latest.get(unknown) == b"\x01\x02"
+    assert latest.list_namespaces() == ["ns"] and latest.list_tables("ns") == ["t"]
+
+
+@pytest.mark.parametrize(
+    ("field_name", "value", "message"),
+    [
+        ("table_name_max_size", 0, "table_name_max_size = 0"),
+        ("node_compression", "", "node_compression = ''"),
+        ("default_isolation", "", "default_isolation = ''"),
+        ("distributed_txn_ttl_millis", 0, "distributed_txn_ttl_millis = 0"),
+        ("format_version", 0, "no format_version"),
+        ("node_order", 2, "node_order = 2"),
+    ],
+)
+def test_stored_definition_defaults_are_not_substituted(tmp_path, field_name, value, message):
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    definition = pb.CatalogDefinition()
+    definition.CopyFrom(cat.definition)
+    setattr(definition, field_name, value)
+    _commit_raw(cat, {}, definition=definition)
+    with pytest.raises(CorruptCatalogError, match=message):
+        olympia.load_catalog(str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("mode", ["full", "minimal"])
+def test_spec_reader_reads_exports(written, tmp_path, mode):
+    cat, _ = written
+    target = tmp_path / f"export-{mode}"
+    cat.export_snapshot("e", str(target), mode=mode)
+    spec = SpecReader(target)
+    exported = olympia.load_catalog(str(target))
+    latest = spec.latest()
+    assert latest == exported.version == (4 if mode == "full" else 0)
+    assert spec.entries(spec.root(latest)) == list(cat.latest().scan(""))
+    if mode == "minimal":
+        root = spec.root(0).system
+        assert "$begin_version" not in root and "$isolation" not in root
+        assert root["$n_actions"] == b"0" and "$previous_root" not in root
