@@ -54,6 +54,16 @@ def read(ns: str, name: str) -> Op:
     return lambda t: t.describe_table(ns, name) and None
 
 
+def fails(op: Op, error: type[Exception]) -> Op:
+    """Run ``op``, which must raise ``error`` (the transaction goes on)."""
+
+    def run(t: Transaction) -> None:
+        with pytest.raises(error):
+            op(t)
+
+    return run
+
+
 CASES = [
     Case(
         "update vs update of one table",
@@ -217,6 +227,42 @@ CASES = [
         read("a", "x"),
         "none",
         "none",
+    ),
+    # Preconditions of writes are reads (spec §1): without them, each of the
+    # next three pending transactions would commit serialized before the
+    # committed one, in an order that does not explain what either observed.
+    Case(
+        "drop and re-create an empty namespace vs create a table there, which read what we write",
+        seq(
+            upd("b", "z", "m/z1"),
+            lambda t: t.drop_namespace("empty"),
+            lambda t: t.create_namespace("empty"),
+        ),
+        seq(read("b", "z"), lambda t: t.create_table("empty", "t", "m/t")),
+        "none",
+        "serializable-cycle",
+    ),
+    Case(
+        "create and drop a view vs create a table of that name, which read what we write",
+        seq(
+            lambda t: t.create_view("a", "v", sql_text="select 1"),
+            lambda t: t.drop_view("a", "v"),
+            upd("b", "z", "m/z1"),
+        ),
+        seq(read("b", "z"), lambda t: t.create_table("a", "v", "m/v")),
+        "none",
+        "serializable-cycle",
+    ),
+    Case(
+        "failed rename (target taken) whose source was dropped meanwhile, which read what we write",
+        seq(read("b", "z"), lambda t: t.drop_table("a", "x")),
+        seq(
+            upd("b", "z", "m/z1"),
+            fails(lambda t: t.rename_table("a", "x", "a", "y"), olympia.TableAlreadyExistsError),
+        ),
+        "none",
+        "serializable-cycle",
+        retry=upd("b", "z", "m/z1"),
     ),
     Case(
         "namespace list vs namespace creation",
