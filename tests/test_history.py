@@ -425,6 +425,14 @@ def test_serializable_history_has_no_cycle(tmp_path: Path) -> None:
     assert cat.version == report.committed
     audits = [r for r in records if r["kind"] == "audit" and r["outcome"] == "committed"]
     assert audits and all(r["version"] > r["begin"] for r in audits)
+    # The namespace was dropped and re-created, tables were created in it, and
+    # failed writes recorded their errors as reads.
+    committed = [r for r in records if r["outcome"] == "committed"]
+    assert any(r["kind"] == "renew" and r["info"]["errors"] == [None, None] for r in committed)
+    assert any(r["kind"] == "nest" and r["info"]["errors"] == [None] for r in committed)
+    errors = {e for r in committed for e in r.get("info", {}).get("errors", ()) if e is not None}
+    assert {"NamespaceNotEmpty", "TableAlreadyExists"} <= errors
+    assert errors <= {"NamespaceNotEmpty", "TableAlreadyExists", "TableNotFound"}
     # The workload was contended: conflicts were refused and reads crossed writes.
     assert sum(report.aborted.values()) > 0
     assert set(report.aborted) <= {*SNAPSHOT_RULES, "serializable-cycle"}
