@@ -402,3 +402,29 @@ def test_catalog_rollback_refuses_older_transactions(tmp_path) -> None:
         pending.commit()
     assert info.value.rule == "catalog-rollback"
     assert cat.latest().list_namespaces() == ["a"]
+
+
+def test_precondition_reads_survive_resume_of_a_distributed_transaction(tmp_path) -> None:
+    # The example with the pending side distributed and resumed before
+    # it commits: its precondition reads come back from the state file.
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        setup_catalog(t)
+    first = cat.begin("serializable")
+    second = cat.begin("serializable")
+    second.describe_table("b", "z")
+    second.create_table("empty", "t", "m/t")
+    txn_id = second.distribute()
+    upd("b", "z", "m/z1")(first)
+    first.drop_namespace("empty")
+    first.create_namespace("empty")
+    committed_version = first.commit()
+    resumed = cat.resume(txn_id)
+    assert [a.SerializeToString() for a in resumed.actions] == [
+        a.SerializeToString() for a in second.actions
+    ]
+    with pytest.raises(CommitConflictError) as info:
+        resumed.commit()
+    assert (info.value.rule, info.value.version) == ("serializable-cycle", committed_version)
+    assert cat.latest().list_tables("empty") == []
+    assert cat.list_transactions() == []
