@@ -7,6 +7,7 @@ a replay re-checks exactly what the original call checked.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 from olympia.errors import (
@@ -26,7 +27,9 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.state import OverlayState
 
-A = apb.ActionType
+#: The action types as plain ints: attribute access on the protobuf enum
+#: wrapper is slow, and every write looks several up.
+A = SimpleNamespace(**dict(apb.ActionType.items()))
 
 
 class Check(NamedTuple):
