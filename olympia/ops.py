@@ -7,6 +7,9 @@ a replay re-checks exactly what the original call checked.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import NamedTuple
+
 from olympia.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -18,13 +21,29 @@ from olympia.errors import (
     ViewAlreadyExistsError,
     ViewNotFoundError,
 )
-from olympia.keys import KeyCodec, ObjectType
+from olympia.keys import KeyCodec
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.state import OverlayState
 
-A = apb.ActionType
+#: The action types as plain ints: attribute access on the protobuf enum
+#: wrapper is slow, and every write looks several up.
+A = SimpleNamespace(**dict(apb.ActionType.items()))
+
+
+class Check(NamedTuple):
+    """One precondition a write evaluated, as the read it amounts to.
+
+    ``action`` is a read action type: a membership read (NAMESPACE_EXISTS,
+    TABLE_EXISTS, VIEW_EXISTS, TRANSACTION_EXISTS) of ``key``, or a prefix read
+    (TABLES_LIST, VIEWS_LIST) of the prefix ``key``. ``found`` says whether the
+    key (or anything under the prefix) was there.
+    """
+
+    action: int
+    key: str
+    found: bool
 
 
 class PreconditionFailed(Exception):
@@ -37,9 +56,19 @@ class PreconditionFailed(Exception):
         self.found = found
 
 
-def _require_namespace(state: OverlayState, keys: KeyCodec, namespace: str) -> bytes:
-    key = keys.namespace(namespace)
+def _member(state: OverlayState, read: int, key: str, checks: list[Check]) -> bytes | None:
+    """Read ``key`` as a membership precondition, noting the check (``read``
+    is the membership-read action type of the key's object type)."""
     value = state.get(key)
+    checks.append(Check(read, key, value is not None))
+    return value
+
+
+def _require_namespace(
+    state: OverlayState, keys: KeyCodec, namespace: str, checks: list[Check]
+) -> bytes:
+    key = keys.namespace(namespace)
+    value = _member(state, A.NAMESPACE_EXISTS, key, checks)
     if value is None:
         raise PreconditionFailed(
             NamespaceNotFoundError(f"namespace {namespace!r} does not exist"), key, False
@@ -48,34 +77,55 @@ def _require_namespace(state: OverlayState, keys: KeyCodec, namespace: str) -> b
 
 
 def _require_free(
-    state: OverlayState, keys: KeyCodec, namespace: str, name: str, error: type[OlympiaError]
+    state: OverlayState,
+    keys: KeyCodec,
+    namespace: str,
+    name: str,
+    error: type[OlympiaError],
+    checks: list[Check],
 ) -> None:
     """No table or view named ``name`` may exist in ``namespace``; ``error`` is
     the already-exists error of the kind of object being created."""
+    reads = {"table": A.TABLE_EXISTS, "view": A.VIEW_EXISTS}
     for key, kind in keys.table_and_view_keys(namespace, name):
-        if state.get(key) is not None:
+        if _member(state, reads[kind], key, checks) is not None:
             raise PreconditionFailed(
                 error(f"a {kind} named {namespace}.{name} already exists"), key, True
             )
 
 
-def _require_object(state: OverlayState, key: str, what: str, error: type[OlympiaError]) -> bytes:
-    value = state.get(key)
+def _require_object(
+    state: OverlayState,
+    read: int,
+    key: str,
+    what: str,
+    error: type[OlympiaError],
+    checks: list[Check],
+) -> bytes:
+    value = _member(state, read, key, checks)
     if value is None:
         raise PreconditionFailed(error(f"{what} does not exist"), key, False)
     return value
 
 
-def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None:
+def apply_write(
+    state: OverlayState, keys: KeyCodec, action: apb.Action, checks: list[Check] | None = None
+) -> None:
     """Apply one write action to ``state``.
+
+    Every precondition evaluated is appended to ``checks`` (when given) in the
+    order evaluated, the one that failed included: each is a read the write
+    depends on (spec/transactions.md §1).
 
     Raises:
         PreconditionFailed: wrapping the error the caller should see.
     """
+    if checks is None:
+        checks = []
     t = action.type
     key = action.object_key
     if t == A.NAMESPACE_CREATE:
-        if state.get(key) is not None:
+        if _member(state, A.NAMESPACE_EXISTS, key, checks) is not None:
             raise PreconditionFailed(
                 NamespaceAlreadyExistsError(f"namespace {action.namespace.name!r} already exists"),
                 key,
@@ -84,16 +134,22 @@ def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None
         state.put(key, action.namespace.SerializeToString(deterministic=True))
     elif t == A.NAMESPACE_ALTER:
         name = action.namespace.name
-        ns_msg = parse(pb.Namespace, _require_namespace(state, keys, name), f"namespace {name}")
+        ns_msg = parse(
+            pb.Namespace, _require_namespace(state, keys, name, checks), f"namespace {name}"
+        )
         for prop in action.unset_properties:
             ns_msg.properties.pop(prop, None)
         ns_msg.properties.update(action.namespace.properties)
         state.put(key, ns_msg.SerializeToString(deterministic=True))
     elif t == A.NAMESPACE_DROP:
         name = keys.decode(key).parts[0]
-        _require_namespace(state, keys, name)
-        for prefix in (keys.tables_prefix(name), keys.views_prefix(name)):
+        _require_namespace(state, keys, name, checks)
+        for prefix, list_action in (
+            (keys.tables_prefix(name), A.TABLES_LIST),
+            (keys.views_prefix(name), A.VIEWS_LIST),
+        ):
             first = next(state.scan(prefix), None)
+            checks.append(Check(list_action, prefix, first is not None))
             if first is not None:
                 raise PreconditionFailed(
                     NamespaceNotEmptyError(
@@ -105,23 +161,23 @@ def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None
         state.put(key, None)
     elif t in (A.TABLE_CREATE, A.VIEW_CREATE):
         obj = action.table if t == A.TABLE_CREATE else action.view
-        _require_namespace(state, keys, obj.namespace)
+        _require_namespace(state, keys, obj.namespace, checks)
         _require_free(
             state,
             keys,
             obj.namespace,
             obj.name,
             TableAlreadyExistsError if t == A.TABLE_CREATE else ViewAlreadyExistsError,
+            checks,
         )
         state.put(key, obj.SerializeToString(deterministic=True))
     elif t == A.TABLE_UPDATE:
         table = action.table
-        _require_namespace(state, keys, table.namespace)
+        _require_namespace(state, keys, table.namespace, checks)
+        what = f"table {table.namespace}.{table.name}"
         current = parse(
             pb.Table,
-            _require_object(
-                state, key, f"table {table.namespace}.{table.name}", TableNotFoundError
-            ),
+            _require_object(state, A.TABLE_EXISTS, key, what, TableNotFoundError, checks),
             f"table {table.namespace}.{table.name}",
         )
         if "metadata_location" in action.update_fields:
@@ -134,47 +190,43 @@ def apply_write(state: OverlayState, keys: KeyCodec, action: apb.Action) -> None
         old = keys.decode(key).parts
         current = parse(
             pb.Table,
-            _require_object(state, key, f"table {old[0]}.{old[1]}", TableNotFoundError),
+            _require_object(
+                state, A.TABLE_EXISTS, key, f"table {old[0]}.{old[1]}", TableNotFoundError, checks
+            ),
             f"table {old[0]}.{old[1]}",
         )
         new = action.table
-        _require_namespace(state, keys, new.namespace)
-        _require_free(state, keys, new.namespace, new.name, TableAlreadyExistsError)
+        _require_namespace(state, keys, new.namespace, checks)
+        _require_free(state, keys, new.namespace, new.name, TableAlreadyExistsError, checks)
         current.namespace, current.name = new.namespace, new.name
         state.put(key, None)
         state.put(action.target_key, current.SerializeToString(deterministic=True))
     elif t == A.TABLE_DROP:
         parts = keys.decode(key).parts
-        _require_object(state, key, f"table {parts[0]}.{parts[1]}", TableNotFoundError)
+        what = f"table {parts[0]}.{parts[1]}"
+        _require_object(state, A.TABLE_EXISTS, key, what, TableNotFoundError, checks)
         state.put(key, None)
     elif t == A.VIEW_REPLACE:
         view = action.view
-        _require_namespace(state, keys, view.namespace)
-        _require_object(state, key, f"view {view.namespace}.{view.name}", ViewNotFoundError)
+        _require_namespace(state, keys, view.namespace, checks)
+        what = f"view {view.namespace}.{view.name}"
+        _require_object(state, A.VIEW_EXISTS, key, what, ViewNotFoundError, checks)
         state.put(key, view.SerializeToString(deterministic=True))
     elif t == A.VIEW_DROP:
         parts = keys.decode(key).parts
-        _require_object(state, key, f"view {parts[0]}.{parts[1]}", ViewNotFoundError)
+        what = f"view {parts[0]}.{parts[1]}"
+        _require_object(state, A.VIEW_EXISTS, key, what, ViewNotFoundError, checks)
         state.put(key, None)
     elif t == A.TRANSACTION_CREATE:
-        if state.get(key) is not None:
+        if _member(state, A.TRANSACTION_EXISTS, key, checks) is not None:
             raise PreconditionFailed(
                 OlympiaError(f"transaction {action.transaction.id} already exists"), key, True
             )
         state.put(key, action.transaction.SerializeToString(deterministic=True))
     elif t == A.TRANSACTION_DROP:
         txn_id = keys.decode(key).parts[0]
-        _require_object(state, key, f"distributed transaction {txn_id}", TransactionNotFoundError)
+        what = f"distributed transaction {txn_id}"
+        _require_object(state, A.TRANSACTION_EXISTS, key, what, TransactionNotFoundError, checks)
         state.put(key, None)
     else:
         raise OlympiaError(f"action type {apb.ActionType.Name(t)} is not a write")
-
-
-#: For each object type, the membership-read action recorded when a write's
-#: precondition fails on a key of that type.
-EXISTS_ACTION = {
-    ObjectType.NAMESPACE: A.NAMESPACE_EXISTS,
-    ObjectType.TABLE: A.TABLE_EXISTS,
-    ObjectType.VIEW: A.VIEW_EXISTS,
-    ObjectType.TRANSACTION: A.TRANSACTION_EXISTS,
-}

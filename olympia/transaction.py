@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from olympia import layout, tree
 from olympia.conflicts import (
+    MEMBER_READS,
     Footprint,
     check_serializable,
     check_snapshot,
@@ -29,7 +30,7 @@ from olympia.errors import (
 )
 from olympia.keys import KeyCodec
 from olympia.objects import check_properties, parse
-from olympia.ops import EXISTS_ACTION, PreconditionFailed, apply_write
+from olympia.ops import Check, PreconditionFailed, apply_write
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
@@ -106,6 +107,10 @@ class Transaction(CatalogReader):
         self.max_attempts = max_attempts
         self._dist = distributed
         self._step = step
+        # Reads (type, key) and keys written among self._actions[:self._noted_upto].
+        self._noted_reads: set[tuple[int, str]] = set()
+        self._noted_writes: set[str] = set()
+        self._noted_upto = 0
         for action in actions:
             if is_write(action):
                 try:
@@ -155,20 +160,54 @@ class Transaction(CatalogReader):
         self._persist_step()
 
     def _write(self, action: apb.Action) -> None:
+        """Apply a write; record the preconditions it evaluated as reads, then
+        the write itself (or, when a precondition fails, only the reads)."""
         self._check_open()
+        checks: list[Check] = []
         try:
-            apply_write(self._state, self._keys, action)
+            apply_write(self._state, self._keys, action, checks)
         except PreconditionFailed as exc:
-            kind = self._keys.decode(exc.key).object_type
-            self._actions.append(
-                apb.Action(
-                    type=EXISTS_ACTION[kind], object_key=exc.key, read_only=True, found=exc.found
-                )
-            )
+            self._record_checks(checks, ())
             self._persist_step()
             raise exc.error from None
+        own = (action.object_key, action.target_key) if action.target_key else (action.object_key,)
+        self._record_checks(checks, own)
         self._actions.append(action)
         self._persist_step()
+
+    def _record_checks(self, checks: Sequence[Check], own: Sequence[str]) -> None:
+        """Append the precondition reads a write evaluated (spec/transactions.md §1).
+
+        Left out, because they add nothing to the footprint: a read this
+        transaction already recorded (same type and key), and a membership
+        read of a key this transaction writes (``own``: the keys written by
+        the write being recorded). Any concurrent write of a key it writes
+        conflicts or is ordered by the key itself.
+        """
+        reads, written = self._noted_reads, self._noted_writes
+        for a in self._actions[self._noted_upto :]:
+            if is_write(a):
+                written.add(a.object_key)
+                if a.target_key:
+                    written.add(a.target_key)
+            else:
+                reads.add((a.type, a.object_key))
+        for check in checks:
+            membership = check.action in MEMBER_READS
+            if (check.action, check.key) in reads or (
+                membership and (check.key in written or check.key in own)
+            ):
+                continue
+            reads.add((check.action, check.key))
+            self._actions.append(
+                apb.Action(
+                    type=cast(Any, check.action),
+                    object_key=check.key,
+                    read_only=True,
+                    found=check.found,
+                )
+            )
+        self._noted_upto = len(self._actions)
 
     # --- namespace writes ------------------------------------------------------------
 
@@ -505,9 +544,13 @@ class Transaction(CatalogReader):
                 target = store.load_root(store.latest_version())
             serialized_before: list[int] = []
             if target.version != begin:
+                # Write-write rules, then the replay (a failed precondition is
+                # `structural`), then the dependency graph (spec §3).
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    serialized_before = self._check(pending, target.version)
+                    self._check(pending, target.version)
                 state = self._replay(writes, target)
+                if not _UNSAFE_SKIP_CONFLICT_CHECKS:
+                    serialized_before = self._check_order(pending, target.version)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
             try:
                 done = store.commit(
@@ -535,14 +578,11 @@ class Transaction(CatalogReader):
             rule="retries-exhausted",
         )
 
-    def _check(self, pending: Footprint, latest: int) -> list[int]:
+    def _check(self, pending: Footprint, latest: int) -> None:
+        """The rules of spec §4.1 against the versions in ``(begin, latest]``."""
         store, begin = self._store, self.begin_version
-
-        def committed(v: int) -> Footprint:
-            return footprint_of(store, v)
-
         try:
-            window = [committed(v) for v in range(begin + 1, latest + 1)]
+            window = [footprint_of(store, v) for v in range(begin + 1, latest + 1)]
         except VersionNotFoundError:
             raise CommitConflictError(
                 f"versions after {begin} were expired before transaction {self.id} committed",
@@ -550,8 +590,17 @@ class Transaction(CatalogReader):
                 rule="history-expired",
             ) from None
         check_snapshot(pending, window, self.isolation, self._describe)
+
+    def _check_order(self, pending: Footprint, latest: int) -> list[int]:
+        """SERIALIZABLE: the dependency graph of spec §4.2; the versions ``pending``
+        is serialized before."""
         if self.isolation != "serializable":
             return []
+        store = self._store
+
+        def committed(v: int) -> Footprint:
+            return footprint_of(store, v)
+
         pending.version = latest + 1
         return check_serializable(pending, latest, committed)
 

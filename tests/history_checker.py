@@ -3,7 +3,14 @@
 Workers record, for every transaction they attempted, what it read (the
 unique writer token of the value it saw, or absence; for ``list_tables`` the
 names it saw), what it wrote (a unique token per object and transaction, or a
-drop) and how it ended. :func:`check_history` turns the committed
+drop) and how it ended. Objects are tables ``"<namespace>.<table>"`` and
+namespaces ``"<namespace>"``. The preconditions a write checked are reads
+too, recorded before the write whether they held or not: whether an object
+exists (``exists``) and whether a namespace holds any table (``any``). A
+write that failed records only the checks that decided its error (for
+example TableAlreadyExists: the namespace exists and the table exists), so an
+error outcome is checked like any other read: it must match the snapshot
+and it takes part in the graph. :func:`check_history` turns the committed
 transactions into a dependency graph (Adya's DSG):
 
 * ``wr``: T read the value U wrote, so U -> T;
@@ -13,7 +20,8 @@ transactions into a dependency graph (Adya's DSG):
   the next writer of ``x`` after U, so T -> V. A ``list_tables`` read is a
   read of the membership (create/drop history) of every table key in the
   namespace: the next create or drop of any of them after what T saw gives
-  an rw edge (a phantom).
+  an rw edge (a phantom). An ``any`` read is a read of the same membership;
+  an ``exists`` read is a read of the membership of one object.
 
 Any cycle is a violation of SERIALIZABLE. Under SNAPSHOT, every
 non-serializable cycle contains two consecutive rw edges (Fekete et al., "Making
@@ -49,15 +57,18 @@ RW, WW, WR = "rw", "ww", "wr"
 class Op:
     """One recorded operation.
 
-    Objects are named ``"<namespace>.<table>"``. ``kind`` is ``read``
-    (``token`` None: absent), ``list`` (``names``: the tables seen in namespace
-    ``obj``), ``create``, ``update`` or ``drop`` (``token`` None).
+    Tables are named ``"<namespace>.<table>"``, namespaces ``"<namespace>"``.
+    ``kind`` is ``read`` (``token`` None: absent), ``list`` (``names``: the
+    tables seen in namespace ``obj``), ``exists`` (membership of ``obj``:
+    ``found``), ``any`` (whether namespace ``obj`` holds a table: ``found``),
+    ``create``, ``update`` or ``drop`` (``token`` None).
     """
 
     kind: str
     obj: str
     token: str | None = None
     names: frozenset[str] = frozenset()
+    found: bool | None = None
 
     @property
     def is_write(self) -> bool:
@@ -114,6 +125,7 @@ class Txn:
                 obj=o["obj"],
                 token=o.get("token"),
                 names=frozenset(o.get("names", ())),
+                found=o.get("found"),
             )
             for o in data["ops"]
         ]
@@ -137,7 +149,13 @@ class Txn:
             "isolation": self.isolation,
             "begin": self.begin,
             "ops": [
-                {"kind": o.kind, "obj": o.obj, "token": o.token, "names": sorted(o.names)}
+                {
+                    "kind": o.kind,
+                    "obj": o.obj,
+                    "token": o.token,
+                    "names": sorted(o.names),
+                    "found": o.found,
+                }
                 for o in self.ops
             ],
             "outcome": self.outcome,
@@ -401,6 +419,18 @@ def _reads_of(
             _content_read(report, graph, t, op, orders.get(op.obj, []), writer_of, aborted_tokens)
         elif op.kind == "list":
             _list_read(report, graph, t, op, orders, own)
+        elif op.kind == "exists":
+            if op.obj in own:
+                if op.found != (own[op.obj].kind != "drop"):
+                    report.anomalies.append(
+                        f"{t.label} found {op.obj} {_presence(op.found)} against its own write"
+                    )
+                continue
+            _exists_read(report, graph, t, op, orders.get(op.obj, []))
+        elif op.kind == "any":
+            _any_read(report, graph, t, op, orders, own)
+        else:
+            report.anomalies.append(f"{t.label} recorded an unknown operation {op.kind!r}")
     if graph is None:
         return
     for obj in own:  # lost update: read x, then overwrite a write it never saw
@@ -487,6 +517,62 @@ def _list_read(
             )
         if graph is not None:
             _edges_around_read(graph, members, pos, t)
+
+
+def _presence(found: bool | None) -> str:
+    return "present" if found else "absent"
+
+
+def _membership_at(
+    order: Sequence[tuple[int, Txn]], obj: str, begin: int
+) -> tuple[list[tuple[int, Txn]], int, bool]:
+    """The membership writers of ``obj``, the index of the last one at
+    ``begin`` (-1: none) and whether ``obj`` existed then."""
+    members = [(v, w) for v, w in order if w.writes[obj].is_membership_write]
+    pos = _position_at(members, begin)
+    return members, pos, pos >= 0 and members[pos][1].writes[obj].kind == "create"
+
+
+def _exists_read(
+    report: Report, graph: Graph | None, t: Txn, op: Op, order: Sequence[tuple[int, Txn]]
+) -> None:
+    members, pos, present = _membership_at(order, op.obj, t.begin)
+    if op.found != present:
+        report.anomalies.append(
+            f"{t.label} (begin {t.begin}) found {op.obj} {_presence(op.found)}, but its "
+            f"snapshot had it {_presence(present)}"
+        )
+    if graph is not None:
+        _edges_around_read(graph, members, pos, t)
+
+
+def _any_read(
+    report: Report,
+    graph: Graph | None,
+    t: Txn,
+    op: Op,
+    orders: Mapping[str, list[tuple[int, Txn]]],
+    own: Mapping[str, Op],
+) -> None:
+    """Whether namespace ``op.obj`` held any table: a read of the membership of
+    every table key in it, like a list."""
+    prefix = op.obj + "."
+    held = []
+    for key in sorted(k for k in set(orders) | set(own) if k.startswith(prefix)):
+        if key in own:
+            if own[key].kind != "drop":
+                held.append(key)
+            continue
+        members, pos, present = _membership_at(orders.get(key, []), key, t.begin)
+        if present:
+            held.append(key)
+        if graph is not None:
+            _edges_around_read(graph, members, pos, t)
+    if op.found != bool(held):
+        report.anomalies.append(
+            f"{t.label} (begin {t.begin}) found namespace {op.obj} "
+            f"{'not empty' if op.found else 'empty'}, but its snapshot held {held}"
+        )
 
 
 def _check_first_committer_wins(

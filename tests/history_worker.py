@@ -14,6 +14,19 @@ tells which write it saw. Transaction kinds:
   one, else drop one (under SERIALIZABLE a namespace never holds more than two);
 * ``probe``: read an extra table (often absent) and an account of the other
   namespace; touch the extra table when it exists.
+* ``renew``: rewrite a hot account (``acct0`` of either namespace) with its
+  balance, then drop the namespace ``scratch`` and create it again, which only
+  works while it is empty (NamespaceNotEmpty is recorded, and the transaction
+  goes on);
+* ``nest``: read a hot account, then create table ``s0`` or ``s1`` in
+  ``scratch``; when the create finds it exists (TableAlreadyExists is
+  recorded), drop both (TableNotFound is recorded for a missing one).
+
+With ``renew`` and ``nest`` the recorder also writes down the preconditions
+its writes checked (``exists`` and ``any`` reads, see history_checker.py),
+passed or failed: a renew committed before a concurrent nest that read its
+account is the example of spec/transactions.md §1 (the nest must precede the
+renew, and the renew's drop needed ``scratch`` empty).
 
 Functions here are top-level so that the ``spawn`` start method can import them.
 """
@@ -28,17 +41,28 @@ from pathlib import Path
 from typing import Any
 
 import olympia
-from olympia import CommitConflictError, OlympiaError, TableNotFoundError
+from olympia import (
+    CommitConflictError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    OlympiaError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 
 NAMESPACES = ("bank_a", "bank_b")
+SCRATCH = "scratch"
+SCRATCH_TABLES = ("s0", "s1")
+HOT = tuple((ns, "acct0") for ns in NAMESPACES)
 ACCOUNTS = ("acct0", "acct1", "acct2")
 EXTRAS = ("x0", "x1", "x2", "x3")
 INITIAL_BALANCE = 100
 TOTAL = INITIAL_BALANCE * len(NAMESPACES) * len(ACCOUNTS)
 MAX_EXTRAS = 2
 LOCATION = "s3://warehouse/bank/metadata.json"
-KINDS = ("transfer", "audit", "skew", "phantom", "probe")
-WEIGHTS = (35, 15, 20, 20, 10)
+KINDS = ("transfer", "audit", "skew", "phantom", "probe", "renew", "nest")
+WEIGHTS = (26, 12, 14, 14, 8, 14, 12)
 
 
 def setup_catalog(uri: str) -> dict[str, Any]:
@@ -46,8 +70,10 @@ def setup_catalog(uri: str) -> dict[str, Any]:
     cat = olympia.create_catalog(uri)
     txn = cat.begin("snapshot")
     ops = []
+    for ns in (*NAMESPACES, SCRATCH):
+        txn.create_namespace(ns, {"writer": "init"})
+        ops.append({"kind": "create", "obj": ns, "token": "init"})
     for ns in NAMESPACES:
-        txn.create_namespace(ns)
         for acct in ACCOUNTS:
             props = {"balance": str(INITIAL_BALANCE), "writer": "init"}
             txn.create_table(ns, acct, LOCATION, properties=props)
@@ -106,6 +132,67 @@ class _Recorder:
         self.txn.drop_table(ns, name)
         self.ops.append({"kind": "drop", "obj": f"{ns}.{name}", "token": None})
 
+    # Writes that also record the preconditions they checked, as reads.
+
+    def checked(self, kind: str, obj: str, found: bool) -> None:
+        self.ops.append({"kind": kind, "obj": obj, "found": found})
+
+    def checked_create(self, ns: str, name: str) -> str | None:
+        """Create a table; return the name of the error it failed with, if any."""
+        try:
+            self.txn.create_table(ns, name, LOCATION, properties={"writer": self.label})
+        except NamespaceNotFoundError:
+            self.checked("exists", ns, False)
+            return "NamespaceNotFound"
+        except TableAlreadyExistsError:
+            self.checked("exists", ns, True)
+            self.checked("exists", f"{ns}.{name}", True)
+            return "TableAlreadyExists"
+        self.checked("exists", ns, True)
+        self.checked("exists", f"{ns}.{name}", False)
+        self.ops.append({"kind": "create", "obj": f"{ns}.{name}", "token": self.label})
+        return None
+
+    def checked_drop(self, ns: str, name: str) -> str | None:
+        try:
+            self.txn.drop_table(ns, name)
+        except TableNotFoundError:
+            self.checked("exists", f"{ns}.{name}", False)
+            return "TableNotFound"
+        self.checked("exists", f"{ns}.{name}", True)
+        self.ops.append({"kind": "drop", "obj": f"{ns}.{name}", "token": None})
+        return None
+
+    def checked_update(self, ns: str, name: str, props: dict[str, str]) -> None:
+        self.txn.update_table(ns, name, properties={**props, "writer": self.label})
+        self.checked("exists", f"{ns}.{name}", True)
+        self.ops.append({"kind": "update", "obj": f"{ns}.{name}", "token": self.label})
+
+    def checked_drop_namespace(self, ns: str) -> str | None:
+        try:
+            self.txn.drop_namespace(ns)
+        except NamespaceNotFoundError:
+            self.checked("exists", ns, False)
+            return "NamespaceNotFound"
+        except NamespaceNotEmptyError:
+            self.checked("exists", ns, True)
+            self.checked("any", ns, True)
+            return "NamespaceNotEmpty"
+        self.checked("exists", ns, True)
+        self.checked("any", ns, False)
+        self.ops.append({"kind": "drop", "obj": ns, "token": None})
+        return None
+
+    def checked_create_namespace(self, ns: str) -> str | None:
+        try:
+            self.txn.create_namespace(ns, {"writer": self.label})
+        except NamespaceAlreadyExistsError:
+            self.checked("exists", ns, True)
+            return "NamespaceAlreadyExists"
+        self.checked("exists", ns, False)
+        self.ops.append({"kind": "create", "obj": ns, "token": self.label})
+        return None
+
 
 def _transfer(r: _Recorder, info: dict[str, Any]) -> None:
     a, b = r.rng.choice(ACCOUNTS), r.rng.choice(ACCOUNTS)
@@ -162,12 +249,34 @@ def _probe(r: _Recorder, info: dict[str, Any]) -> None:
         r.update(ns, extra, {})
 
 
+def _renew(r: _Recorder, info: dict[str, Any]) -> None:
+    ns, acct = r.rng.choice(HOT)
+    props = r.read(ns, acct)
+    assert props is not None
+    r.checked_update(ns, acct, {"balance": props["balance"]})
+    r.nap()
+    info["errors"] = [r.checked_drop_namespace(SCRATCH)]
+    if info["errors"][0] is None:
+        info["errors"].append(r.checked_create_namespace(SCRATCH))
+
+
+def _nest(r: _Recorder, info: dict[str, Any]) -> None:
+    r.read(*r.rng.choice(HOT))
+    r.nap()
+    name = r.rng.choice(SCRATCH_TABLES)
+    info["errors"] = [r.checked_create(SCRATCH, name)]
+    if info["errors"][0] == "TableAlreadyExists":  # empty the namespace instead
+        info["errors"] += [r.checked_drop(SCRATCH, n) for n in sorted(SCRATCH_TABLES)]
+
+
 OPERATIONS = {
     "transfer": _transfer,
     "audit": _audit,
     "skew": _skew,
     "phantom": _phantom,
     "probe": _probe,
+    "renew": _renew,
+    "nest": _nest,
 }
 
 
@@ -273,13 +382,14 @@ def run_workload(
 
 
 def final_state(cat: olympia.Catalog) -> dict[str, str]:
-    """Object name -> writer token of every table in the bank namespaces now."""
+    """Object name -> writer token of every namespace and table now."""
     view = cat.latest()
-    return {
-        f"{ns}.{name}": view.describe_table(ns, name).properties["writer"]
-        for ns in NAMESPACES
-        for name in view.list_tables(ns)
-    }
+    out = {}
+    for ns in view.list_namespaces():
+        out[ns] = view.describe_namespace(ns).properties["writer"]
+        for name in view.list_tables(ns):
+            out[f"{ns}.{name}"] = view.describe_table(ns, name).properties["writer"]
+    return out
 
 
 def balances_at(cat: olympia.Catalog, version: int) -> tuple[int, dict[str, int]]:

@@ -54,6 +54,16 @@ def read(ns: str, name: str) -> Op:
     return lambda t: t.describe_table(ns, name) and None
 
 
+def fails(op: Op, error: type[Exception]) -> Op:
+    """Run ``op``, which must raise ``error`` (the transaction goes on)."""
+
+    def run(t: Transaction) -> None:
+        with pytest.raises(error):
+            op(t)
+
+    return run
+
+
 CASES = [
     Case(
         "update vs update of one table",
@@ -218,6 +228,42 @@ CASES = [
         "none",
         "none",
     ),
+    # Preconditions of writes are reads (spec §1): without them, each of the
+    # next three pending transactions would commit serialized before the
+    # committed one, in an order that does not explain what either observed.
+    Case(
+        "drop and re-create an empty namespace vs create a table there, which read what we write",
+        seq(
+            upd("b", "z", "m/z1"),
+            lambda t: t.drop_namespace("empty"),
+            lambda t: t.create_namespace("empty"),
+        ),
+        seq(read("b", "z"), lambda t: t.create_table("empty", "t", "m/t")),
+        "none",
+        "serializable-cycle",
+    ),
+    Case(
+        "create and drop a view vs create a table of that name, which read what we write",
+        seq(
+            lambda t: t.create_view("a", "v", sql_text="select 1"),
+            lambda t: t.drop_view("a", "v"),
+            upd("b", "z", "m/z1"),
+        ),
+        seq(read("b", "z"), lambda t: t.create_table("a", "v", "m/v")),
+        "none",
+        "serializable-cycle",
+    ),
+    Case(
+        "failed rename (target taken) whose source was dropped meanwhile, which read what we write",
+        seq(read("b", "z"), lambda t: t.drop_table("a", "x")),
+        seq(
+            upd("b", "z", "m/z1"),
+            fails(lambda t: t.rename_table("a", "x", "a", "y"), olympia.TableAlreadyExistsError),
+        ),
+        "none",
+        "serializable-cycle",
+        retry=upd("b", "z", "m/z1"),
+    ),
     Case(
         "namespace list vs namespace creation",
         seq(lambda t: t.create_namespace("c"), read("a", "y")),
@@ -356,3 +402,29 @@ def test_catalog_rollback_refuses_older_transactions(tmp_path) -> None:
         pending.commit()
     assert info.value.rule == "catalog-rollback"
     assert cat.latest().list_namespaces() == ["a"]
+
+
+def test_precondition_reads_survive_resume_of_a_distributed_transaction(tmp_path) -> None:
+    # The issue's example with the pending side distributed and resumed before
+    # it commits: its precondition reads come back from the state file.
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        setup_catalog(t)
+    first = cat.begin("serializable")
+    second = cat.begin("serializable")
+    second.describe_table("b", "z")
+    second.create_table("empty", "t", "m/t")
+    txn_id = second.distribute()
+    upd("b", "z", "m/z1")(first)
+    first.drop_namespace("empty")
+    first.create_namespace("empty")
+    committed_version = first.commit()
+    resumed = cat.resume(txn_id)
+    assert [a.SerializeToString() for a in resumed.actions] == [
+        a.SerializeToString() for a in second.actions
+    ]
+    with pytest.raises(CommitConflictError) as info:
+        resumed.commit()
+    assert (info.value.rule, info.value.version) == ("serializable-cycle", committed_version)
+    assert cat.latest().list_tables("empty") == []
+    assert cat.list_transactions() == []

@@ -45,6 +45,16 @@ def D(obj: str) -> Op:
     return Op("drop", obj)
 
 
+def E(obj: str, found: bool) -> Op:
+    """A precondition read: whether ``obj`` (a table or a namespace) exists."""
+    return Op("exists", obj, found=found)
+
+
+def N(ns: str, found: bool) -> Op:
+    """A precondition read: whether namespace ``ns`` holds any table."""
+    return Op("any", ns, found=found)
+
+
 def T(
     label: str,
     begin: int,
@@ -210,6 +220,87 @@ def test_checker_requires_backward_edges_in_serialized_before() -> None:
     assert any("t1 (v2) is recorded as serialized before t2" in a for a in wrong.anomalies)
 
 
+# Namespace "e" (empty) besides INIT's tables a.x and a.y.
+INIT_E = T("init", 0, 1, C("a", "init"), C("a.x", "init"), C("a.y", "init"), C("e", "init"))
+FINAL_E = {"a": "init", "a.x": "init", "a.y": "init", "e": "init"}
+
+
+def test_checker_finds_a_cycle_through_a_namespace_drop_precondition() -> None:
+    # spec/transactions.md §1: t1 rewrites a.x, drops the empty namespace e
+    # and creates it again; t2 read a.x and created e.t. t2 -rw-> t1 (a.x),
+    # and t1 -rw-> t2: t1's drop needed e empty, and t2 created a table there.
+    drop_and_recreate = (E("e", True), N("e", False), D("e"), E("e", False), C("e", "t1"))
+    t1 = T("t1", 1, 2, E("a.x", True), U("a.x", "t1"), *drop_and_recreate)
+    t2 = T("t2", 1, 3, R("a.x", "init"), E("e", True), E("e.t", False), C("e.t", "t2"))
+    txns = [INIT_E, t1, t2]
+    final = {**FINAL_E, "a.x": "t1", "e": "t1", "e.t": "t2"}
+    report = check_history(
+        txns, mode="serializable", history=history_of(*txns, before={"t2": (2,)}), final_state=final
+    )
+    assert not report.ok
+    assert [set(c.nodes) for c in report.write_skews] == [{"t1", "t2"}]
+    assert report.write_skews[0].kinds == (frozenset({RW}), frozenset({RW}))
+    assert any("dependencies lead from t1 to t2" in a for a in report.anomalies)
+    # Without the drop and re-create, t2 before t1 explains everything.
+    t1 = T("t1", 1, 2, E("a.x", True), U("a.x", "t1"))
+    txns = [INIT_E, t1, t2]
+    final = {**FINAL_E, "a.x": "t1", "e.t": "t2"}
+    report = check_history(
+        txns, mode="serializable", history=history_of(*txns, before={"t2": (2,)}), final_state=final
+    )
+    assert report.ok, report.summary()
+    assert report.cycles == []
+
+
+def test_checker_treats_error_outcomes_as_reads() -> None:
+    # t2's rename of a.x to a.y failed with TableAlreadyExists: it observed
+    # a.x and a.y existing. t1 read a.y, then dropped a.x; t2 updated a.y.
+    t1 = T("t1", 1, 2, R("a.y", "init"), E("a.x", True), D("a.x"))
+    t2 = T("t2", 1, 3, E("a.y", True), U("a.y", "t2"), E("a.x", True), E("a.y", True))
+    txns = [INIT, t1, t2]
+    report = check_history(
+        txns, mode="serializable", history=history_of(*txns), final_state={"a.y": "t2"}
+    )
+    assert [set(c.nodes) for c in report.write_skews] == [{"t1", "t2"}]
+    assert not report.ok
+    # An error no snapshot explains: a.z found present, namespace e found not
+    # empty, a.x found missing by a failed update.
+    t3 = T("t3", 1, 2, E("a.z", True), N("e", True), E("a.x", False), U("a.y", "t3"))
+    report = check_history([INIT_E, t3], mode="snapshot")
+    assert report.anomalies == [
+        "t3 (begin 1) found a.z present, but its snapshot had it absent",
+        "t3 (begin 1) found namespace e not empty, but its snapshot held []",
+        "t3 (begin 1) found a.x absent, but its snapshot had it present",
+    ]
+    # Checks after the transaction's own writes must match those writes.
+    t4 = T("t4", 1, 2, D("e"), E("e", True), C("e.t", "t4"), N("e", False))
+    assert check_history([INIT_E, t4], mode="snapshot").anomalies == [
+        "t4 found e present against its own write",
+        "t4 (begin 1) found namespace e empty, but its snapshot held ['e.t']",
+    ]
+    # A failed transaction's error outcome must match its snapshot too.
+    t5 = T("t5", 1, None, E("e", False), outcome="aborted")
+    assert check_history([INIT_E, t5], mode="snapshot").anomalies == [
+        "t5 (begin 1) found e absent, but its snapshot had it present"
+    ]
+
+
+def test_checker_orders_namespace_membership() -> None:
+    # t1 drops the empty namespace e. t2 begins after it and claims to have
+    # found e present when creating e.t: no snapshot of it explains that.
+    # Created again by t2, e is a membership chain init -> t1 -> t2.
+    t1 = T("t1", 1, 2, E("e", True), N("e", False), D("e"), U("a.x", "t1"))
+    t2 = T("t2", 2, 3, R("a.x", "t1"), E("e", True), E("e.t", False), C("e.t", "t2"))
+    report = check_history([INIT_E, t1, t2], mode="snapshot")
+    assert "t2 (begin 2) found e present, but its snapshot had it absent" in report.anomalies
+    t2 = T("t2", 2, 3, R("a.x", "t1"), E("e", False), C("e", "t2"), C("e.t", "t2"))
+    txns = [INIT_E, t1, t2]
+    final = {**FINAL_E, "a.x": "t1", "e": "t2", "e.t": "t2"}
+    report = check_history(txns, mode="serializable", history=history_of(*txns), final_state=final)
+    assert report.ok, report.summary()
+    assert report.edges[WW] == 2  # e: init -> t1 -> t2
+
+
 def test_checker_finds_dirty_reads_and_a_wrong_final_state() -> None:
     t1 = T("t1", 1, None, U("a.x", "t1"), outcome="aborted")
     t2 = T("t2", 1, 2, R("a.x", "t1"), U("a.y", "t2"))
@@ -235,7 +326,13 @@ def _simulate(seed: int, concurrency: int) -> tuple[list[Txn], dict[str, str]]:
         for _ in range(rng.randint(1, 4)):
             key, action = rng.choice(keys), rng.randrange(3)
             if action == 0:
-                ops.append(R(key, view.get(key)))
+                kind = rng.randrange(3)  # a read, or a write's precondition
+                if kind == 0:
+                    ops.append(R(key, view.get(key)))
+                elif kind == 1:
+                    ops.append(E(key, key in view))
+                else:
+                    ops.append(N("a", bool(view)))
             elif action == 1:
                 ops.append(L("a", *(k[2:] for k in view)))
             elif key in view and rng.random() < 0.3:
@@ -328,6 +425,14 @@ def test_serializable_history_has_no_cycle(tmp_path: Path) -> None:
     assert cat.version == report.committed
     audits = [r for r in records if r["kind"] == "audit" and r["outcome"] == "committed"]
     assert audits and all(r["version"] > r["begin"] for r in audits)
+    # The namespace was dropped and re-created, tables were created in it, and
+    # failed writes recorded their errors as reads.
+    committed = [r for r in records if r["outcome"] == "committed"]
+    assert any(r["kind"] == "renew" and r["info"]["errors"] == [None, None] for r in committed)
+    assert any(r["kind"] == "nest" and r["info"]["errors"] == [None] for r in committed)
+    errors = {e for r in committed for e in r.get("info", {}).get("errors", ()) if e is not None}
+    assert {"NamespaceNotEmpty", "TableAlreadyExists"} <= errors
+    assert errors <= {"NamespaceNotEmpty", "TableAlreadyExists", "TableNotFound"}
     # The workload was contended: conflicts were refused and reads crossed writes.
     assert sum(report.aborted.values()) > 0
     assert set(report.aborted) <= {*SNAPSHOT_RULES, "serializable-cycle"}

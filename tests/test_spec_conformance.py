@@ -37,6 +37,12 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 
 A = apb.ActionType
+#: The read action types (transactions.md §1): they are recorded, never applied.
+READ_TYPES = {
+    A.NAMESPACE_EXISTS, A.NAMESPACE_DESCRIBE, A.NAMESPACES_LIST,
+    A.TABLE_EXISTS, A.TABLE_DESCRIBE, A.TABLES_LIST, A.TABLE_SELECT,
+    A.VIEW_EXISTS, A.VIEW_DESCRIBE, A.VIEWS_LIST, A.TRANSACTION_EXISTS,
+}  # fmt: skip
 ROOT_DIR = Path(__file__).resolve().parent.parent
 
 # --- a reader written from the spec ---------------------------------------------------
@@ -278,7 +284,17 @@ def test_action_rows_as_specified(written):
         for key, action in spec.root(version).actions:
             assert key == action.object_key
     ns_key = prefix(1) + pad("ns", 6)
-    alter, rename = (a for _, a in spec.root(2).actions)
+    # Writes are preceded by the precondition reads they evaluated (transactions.md §1).
+    writes = [a for _, a in spec.root(2).actions if a.type not in READ_TYPES]
+    alter, rename = writes
+    reads = [
+        (a.type, a.object_key, a.found) for _, a in spec.root(2).actions if a.type in READ_TYPES
+    ]
+    # Only the check on a key the transaction does not itself write: no view
+    # may be named like the rename's target.
+    assert [
+        (t, k.startswith(prefix(3)), k.rstrip().endswith("renamed"), f) for t, k, f in reads
+    ] == [(A.VIEW_EXISTS, True, True, False)]
     assert alter.type == A.NAMESPACE_ALTER and alter.object_key == ns_key
     assert list(alter.set_properties) == ["a", "b"]
     assert list(alter.unset_properties) == ["owner"]
@@ -290,7 +306,8 @@ def test_action_rows_as_specified(written):
     serializable = spec.root(3)
     assert serializable.system["$isolation"] == b"serializable"
     assert serializable.system["$begin_version"] == b"2"
-    assert [a.type for _, a in serializable.actions] == [A.TABLE_DESCRIBE, A.TABLE_DROP]
+    assert [a.type for _, a in serializable.actions if a.type not in READ_TYPES] == [A.TABLE_DROP]
+    assert next(a.type for _, a in serializable.actions) == A.TABLE_DESCRIBE
     rollback = spec.root(4)
     assert [(k, a.type) for k, a in rollback.actions] == [("", A.CATALOG_ROLLBACK)]
     assert rollback.system["$begin_version"] == b"3"

@@ -18,6 +18,9 @@ from olympia.errors import (
     ViewAlreadyExistsError,
     ViewNotFoundError,
 )
+from olympia.proto import actions_pb2 as apb
+
+A = apb.ActionType
 
 
 @pytest.fixture
@@ -44,9 +47,13 @@ def test_context_manager_commits_everything_at_once(cat):
         "s3://b/items/v1.metadata.json",
         {"k": "v"},
     )
+    # Each create_table also records its view-name check (AAAD); the namespace
+    # check is left out because the transaction created the namespace itself.
     assert [a.object_key[:4] for a in cat.history()[-1].actions] == [
         "AAAB",
+        "AAAD",
         "AAAC",
+        "AAAD",
         "AAAC",
         "AAAB",
         "AAAC",
@@ -226,6 +233,49 @@ def test_failed_precondition_is_recorded_as_a_read(cat):
     assert action.read_only and not action.found
     assert action.object_key == cat.latest().keys.namespace("nope")
     assert txn.commit() == 1  # SERIALIZABLE records what it observed
+
+
+def test_every_precondition_a_write_evaluates_is_recorded(cat):
+    with cat.transaction() as t:
+        t.create_namespace("a")
+        t.create_namespace("b")
+        t.create_table("a", "x", "m")
+        t.create_table("b", "z", "m")
+        t.create_namespace("e")
+    keys = cat.latest().keys
+    txn = cat.begin("serializable")
+    # A failed write records the checks that passed before the failing one.
+    with pytest.raises(olympia.TableAlreadyExistsError):
+        txn.rename_table("a", "x", "b", "z")
+    assert [(a.type, a.object_key, a.found) for a in txn.actions] == [
+        (A.TABLE_EXISTS, keys.table("a", "x"), True),
+        (A.NAMESPACE_EXISTS, keys.namespace("b"), True),
+        (A.TABLE_EXISTS, keys.table("b", "z"), True),
+    ]
+    with pytest.raises(olympia.NamespaceNotEmptyError):
+        txn.drop_namespace("a")
+    assert [(a.type, a.object_key, a.found) for a in txn.actions[3:]] == [
+        (A.NAMESPACE_EXISTS, keys.namespace("a"), True),
+        (A.TABLES_LIST, keys.tables_prefix("a"), True),
+    ]
+    # A successful one records its checks before the write; a check of a key
+    # the write itself changes, or one already recorded, is left out.
+    txn.drop_namespace("e")
+    txn.create_table("b", "y", "m")
+    txn.update_table("b", "y", "m2")
+    assert [(a.type, a.object_key, a.found) for a in txn.actions[5:]] == [
+        (A.TABLES_LIST, keys.tables_prefix("e"), False),
+        (A.VIEWS_LIST, keys.views_prefix("e"), False),
+        (A.NAMESPACE_DROP, keys.namespace("e"), False),
+        (A.VIEW_EXISTS, keys.view("b", "y"), False),
+        (A.TABLE_CREATE, keys.table("b", "y"), False),
+        (A.TABLE_UPDATE, keys.table("b", "y"), False),
+    ]
+    version = txn.commit()
+    [entry] = [h for h in cat.history() if h.version == version]
+    assert [(a.type, a.object_key) for a in entry.actions] == [
+        (a.type, a.object_key) for a in txn.actions
+    ]
 
 
 def test_read_only_transactions(cat):
