@@ -210,6 +210,67 @@ def test_a_commit_killed_after_its_claim_can_be_abandoned(tmp_path):
         cat.resume(txn_id, recover_after_seconds=0)
 
 
+def test_a_live_claimant_and_a_recoverer_publish_one_outcome(tmp_path):
+    """A recoverer finishes the commit while the claimant, alive after all, is
+    about to publish: the claimant learns that another process committed it."""
+    uri = str(tmp_path / "c")
+    _catalog_with_namespace(uri)
+    faulty = FaultyStorage(open_storage(uri))
+    txn = olympia.load_catalog(faulty).begin()
+    txn.create_table("sales", "a", "m/a")
+    txn_id = txn.distribute()
+    recovered: list[int] = []
+
+    def recover_first(call: Call) -> None:
+        if call.op == "put_if_absent" and call.path.startswith("vn/") and not recovered:
+            recovered.append(
+                olympia.load_catalog(uri).resume(txn_id, recover_after_seconds=0).commit()
+            )
+
+    faulty.hook = recover_first
+    with pytest.raises(CommitConflictError) as info:
+        txn.commit()
+    faulty.hook = None
+    [version] = recovered
+    assert info.value.rule == "transaction-claimed"
+    assert info.value.version == version
+    assert f"committed by another process as version {version}" in str(info.value)
+    cat = olympia.load_catalog(uri)
+    assert _commits_of(cat, txn_id) == [version]
+    assert cat.version == version
+    assert cat.latest().list_tables("sales") == ["a"]
+
+
+def test_an_unfinished_rollback_can_only_be_rolled_back(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = _catalog_with_namespace(uri)
+    faulty = FaultyStorage(open_storage(uri))
+    txn = olympia.load_catalog(faulty).begin()
+    txn.create_table("sales", "a", "m/a")
+    txn_id = txn.distribute()
+
+    def no_new_versions(call: Call) -> None:
+        if call.op == "put_if_absent" and call.path.startswith("vn/"):
+            raise StorageError(f"injected: {call}")
+
+    faulty.hook = no_new_versions
+    txn.rollback()  # the claim lands, dropping the object does not
+    faulty.hook = None
+    assert txn.status == "rolled_back"
+    assert [t.id for t in cat.list_transactions()] == [txn_id]
+    with pytest.raises(TransactionClosedError, match="being rolled back by another process"):
+        cat.resume(txn_id)
+    finisher = cat.resume(txn_id, recover_after_seconds=0)
+    with pytest.raises(TransactionClosedError, match="rollback"):
+        finisher.commit()
+    before = cat.version
+    finisher.rollback()
+    assert cat.version == before + 1
+    assert cat.list_transactions() == []
+    assert cat.latest().list_tables("sales") == []
+    assert _commits_of(cat, txn_id) == []
+
+
 # --- a step that cannot be written has no effect -------------------------------------------
 
 
