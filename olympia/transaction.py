@@ -21,6 +21,8 @@ from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
     CommitConflictError,
     CorruptCatalogError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     OlympiaError,
     StorageError,
     StorageFileExistsError,
@@ -929,8 +931,19 @@ def resume(
     ``recover_after_seconds``: it can only commit() or rollback() (§6.5).
 
     Raises:
-        TransactionNotFoundError, TransactionExpiredError, TransactionClosedError.
+        TransactionNotFoundError, TransactionExpiredError, TransactionClosedError,
+        InvalidArgumentError (``recover_after_seconds`` is not a number >= 0).
     """
+    if isinstance(recover_after_seconds, bool) or not isinstance(
+        recover_after_seconds, (int, float)
+    ):
+        raise InvalidArgumentTypeError(
+            f"recover_after_seconds must be a number of seconds, got {recover_after_seconds!r}"
+        )
+    if not recover_after_seconds >= 0:  # also refuses NaN
+        raise InvalidArgumentError(
+            f"recover_after_seconds must be at least 0, got {recover_after_seconds!r}"
+        )
     latest = store.load_root(store.latest_version())
     keys = key_codec(latest.definition)
     value = _object_value(store, latest, keys.transaction(txn_id))

@@ -17,6 +17,8 @@ import olympia
 from olympia import layout
 from olympia.errors import (
     CommitConflictError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     OlympiaError,
     StorageError,
     TableAlreadyExistsError,
@@ -271,6 +273,23 @@ def test_an_unfinished_rollback_can_only_be_rolled_back(tmp_path):
     assert _commits_of(cat, txn_id) == []
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (-1, InvalidArgumentError),
+        (float("nan"), InvalidArgumentError),
+        ("5", InvalidArgumentTypeError),
+        (True, InvalidArgumentTypeError),
+    ],
+)
+def test_recover_after_seconds_must_be_a_duration(tmp_path, value, error):
+    cat = _catalog_with_namespace(str(tmp_path / "c"))
+    txn_id = cat.begin().distribute()
+    with pytest.raises(error, match="recover_after_seconds"):
+        cat.resume(txn_id, recover_after_seconds=value)
+    assert cat.resume(txn_id).distributed
+
+
 # --- a step that cannot be written has no effect -------------------------------------------
 
 
@@ -418,6 +437,50 @@ def test_distribute_failing_at_each_storage_call_can_be_retried(tmp_path):
                 problems.append(f"call {at} {mode} ({error}): {type(exc).__name__}: {exc}")
     assert failures > 0
     assert not problems, "\n".join(problems)
+
+
+class _LandButLoseTheStepReply(FaultyStorage):
+    """The first step write lands but its reply is lost, and the next three
+    reads of it fail: whether it was written is unknown to the writer."""
+
+    def __init__(self, inner: Storage) -> None:
+        super().__init__(inner)
+        self.unknown: str = ""
+        self.failed_reads = 0
+
+    def _put_if_absent(self, path: str, data: bytes) -> None:
+        super()._put_if_absent(path, data)
+        if path.startswith(f"{layout.DTXN_DIR}/") and not self.unknown:
+            self.unknown = path
+            raise StorageError(f"injected: the reply to the put of {path} was lost")
+
+    def _read(self, path: str) -> bytes:
+        if path == self.unknown and self.failed_reads < 3:
+            self.failed_reads += 1
+            raise StorageError(f"injected: reading {path} failed")
+        return super()._read(path)
+
+
+def test_distribute_retried_after_a_step_of_unknown_outcome(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = _catalog_with_namespace(uri)
+    storage = _LandButLoseTheStepReply(open_storage(uri))
+    txn = olympia.load_catalog(storage).begin()
+    txn.create_table("sales", "a", "m/a")
+    with pytest.raises(StorageError, match="distribute"):
+        txn.distribute()
+    assert storage.failed_reads == 3 and not txn.distributed
+    assert cat.list_transactions() == []
+    txn.create_table("sales", "b", "m/b")
+    txn_id = txn.distribute()  # step 0 again with the same bytes, then step 1
+    assert storage.list(f"{layout.DTXN_DIR}/{txn_id}") == [
+        layout.dtxn_state_path(txn_id, 0),
+        layout.dtxn_state_path(txn_id, 1),
+    ]
+    resumed = cat.resume(txn_id)
+    assert resumed.list_tables("sales") == ["a", "b"]
+    resumed.commit()
+    assert cat.latest().list_tables("sales") == ["a", "b"]
 
 
 # --- state size --------------------------------------------------------------------------
