@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -565,6 +566,10 @@ class Transaction(CatalogReader):
             StorageError: the claim could not be written (a retry may work).
         """
         self._check_open(finishing=True)
+        if self._dist is None and self._pending_record is not None:
+            # A failed distribute() may have published the object: finish it, to drop it.
+            with contextlib.suppress(OlympiaError):
+                self.distribute()
         if self._dist is None:
             self._status = "rolled_back"
             return
@@ -593,6 +598,8 @@ class Transaction(CatalogReader):
                 f"distributed transaction {self.id} was claimed for rollback; it can only be "
                 f"rolled back"
             )
+        if self._dist is None and self._pending_record is not None:
+            self.distribute()  # a failed distribute() may have published the object
         owns_object = False
         try:
             if self._dist is not None:

@@ -386,8 +386,13 @@ def test_a_failed_commit_claim_can_be_retried(tmp_path):
 # --- distribute() failing at each of its storage calls ----------------------------------
 
 
-def _distribute_with_fault(root: str, at: int | None, mode: str) -> tuple[str, list[Call], str]:
-    uri = f"{root}/{at}-{mode}"
+def _distribute_with_fault(
+    root: str, at: int | None, mode: str, then: str = "retry"
+) -> tuple[str, list[Call], str, int | None]:
+    """Distribute with a fault at call ``at``; if it fails, make another change
+    and then retry distribute() (``then="retry"``) or commit at once
+    (``then="commit"``, which returns the version)."""
+    uri = f"{root}/{at}-{mode}-{then}"
     _catalog_with_namespace(uri)
     faulty = FaultyStorage(open_storage(uri))
     cat = olympia.load_catalog(faulty)
@@ -398,21 +403,25 @@ def _distribute_with_fault(root: str, at: int | None, mode: str) -> tuple[str, l
     else:
         faulty.arm(at, mode)
     error = ""
+    version = None
     try:
         txn_id = txn.distribute()
     except OlympiaError as exc:
         error = f"{type(exc).__name__}: {exc}"
         faulty.reset()
-        txn.create_table("sales", "between", "m/between")  # before the retry
-        txn_id = txn.distribute()
+        txn.create_table("sales", "between", "m/between")
+        if then == "commit":
+            version = txn.commit()
+        else:
+            txn_id = txn.distribute()
+            assert txn_id == txn.id
     calls = faulty.calls
     cat.close()
-    assert txn_id == txn.id
-    return uri, calls, error
+    return uri, calls, error, version
 
 
 def test_distribute_failing_at_each_storage_call_can_be_retried(tmp_path):
-    _, clean, error = _distribute_with_fault(str(tmp_path), None, FAIL)
+    _, clean, error, _ = _distribute_with_fault(str(tmp_path), None, FAIL)
     assert not error
     assert any(c.op == "put_if_absent" and c.path.startswith("dtxn/") for c in clean)
     assert any(c.op == "put_if_absent" and c.path.startswith("vn/") for c in clean)
@@ -420,67 +429,72 @@ def test_distribute_failing_at_each_storage_call_can_be_retried(tmp_path):
     failures = 0
     for at in range(1, len(clean) + 1):
         for mode in MODES:
-            uri, _, error = _distribute_with_fault(str(tmp_path), at, mode)
-            failures += bool(error)
-            tables = ["a", "between"] if error else ["a"]
-            cat = olympia.load_catalog(uri)
-            try:
-                listed = [t.id for t in cat.list_transactions()]
-                [txn_id] = listed
-                resumed = cat.resume(txn_id)
-                assert resumed.list_tables("sales") == tables, resumed.list_tables("sales")
-                assert cat.latest().list_tables("sales") == []
-                resumed.commit()
-                assert cat.latest().list_tables("sales") == tables
-                assert cat.list_transactions() == []
-            except (AssertionError, OlympiaError, ValueError) as exc:
-                problems.append(f"call {at} {mode} ({error}): {type(exc).__name__}: {exc}")
+            for then in ("retry", "commit"):
+                case = f"call {at} {mode}, then {then}"
+                try:
+                    uri, _, error, version = _distribute_with_fault(str(tmp_path), at, mode, then)
+                    failures += bool(error)
+                    tables = ["a", "between"] if error else ["a"]
+                    cat = olympia.load_catalog(uri)
+                    if version is None:  # distributed: resume and commit elsewhere
+                        [txn_id] = [t.id for t in cat.list_transactions()]
+                        resumed = cat.resume(txn_id)
+                        assert resumed.list_tables("sales") == tables
+                        assert cat.latest().list_tables("sales") == []
+                        version = resumed.commit()
+                    assert cat.version == version
+                    assert cat.latest().list_tables("sales") == tables
+                    assert cat.list_transactions() == []  # no object left behind
+                except (AssertionError, OlympiaError, ValueError) as exc:
+                    problems.append(f"{case} ({error}): {type(exc).__name__}: {exc}")
     assert failures > 0
     assert not problems, "\n".join(problems)
 
 
-class _LandButLoseTheStepReply(FaultyStorage):
-    """The first step write lands but its reply is lost, and the next three
-    reads of it fail: whether it was written is unknown to the writer."""
+class _PublishButLoseTheRootReply(FaultyStorage):
+    """When armed, the next root put lands but its reply is lost, and the
+    next two reads of that root fail."""
 
     def __init__(self, inner: Storage) -> None:
         super().__init__(inner)
-        self.unknown: str = ""
+        self.armed = False
+        self.root = ""
         self.failed_reads = 0
 
     def _put_if_absent(self, path: str, data: bytes) -> None:
         super()._put_if_absent(path, data)
-        if path.startswith(f"{layout.DTXN_DIR}/") and not self.unknown:
-            self.unknown = path
+        if self.armed and path.startswith("vn/") and not self.root:
+            self.root = path
             raise StorageError(f"injected: the reply to the put of {path} was lost")
 
     def _read(self, path: str) -> bytes:
-        if path == self.unknown and self.failed_reads < 3:
+        if path == self.root and self.failed_reads < 2:
             self.failed_reads += 1
             raise StorageError(f"injected: reading {path} failed")
         return super()._read(path)
 
 
-def test_distribute_retried_after_a_step_of_unknown_outcome(tmp_path):
+@pytest.mark.parametrize("end", ["commit", "rollback"])
+def test_a_distribute_that_published_its_object_but_failed_leaves_no_object(tmp_path, end):
     uri = str(tmp_path / "c")
     cat = _catalog_with_namespace(uri)
-    storage = _LandButLoseTheStepReply(open_storage(uri))
+    storage = _PublishButLoseTheRootReply(open_storage(uri))
     txn = olympia.load_catalog(storage).begin()
     txn.create_table("sales", "a", "m/a")
-    with pytest.raises(StorageError, match="distribute"):
+    storage.armed = True
+    with pytest.raises(OlympiaError):
         txn.distribute()
-    assert storage.failed_reads == 3 and not txn.distributed
+    assert storage.failed_reads == 2
+    assert not txn.distributed  # not until both the step and the object are known to be there
+    assert [t.id for t in cat.list_transactions()] == [txn.id]  # it did land
+    if end == "commit":
+        version = txn.commit()
+        assert cat.latest().list_tables("sales") == ["a"]
+        assert _commits_of(cat, txn.id) == [version]
+    else:
+        txn.rollback()
+        assert cat.latest().list_tables("sales") == []
     assert cat.list_transactions() == []
-    txn.create_table("sales", "b", "m/b")
-    txn_id = txn.distribute()  # step 0 again with the same bytes, then step 1
-    assert storage.list(f"{layout.DTXN_DIR}/{txn_id}") == [
-        layout.dtxn_state_path(txn_id, 0),
-        layout.dtxn_state_path(txn_id, 1),
-    ]
-    resumed = cat.resume(txn_id)
-    assert resumed.list_tables("sales") == ["a", "b"]
-    resumed.commit()
-    assert cat.latest().list_tables("sales") == ["a", "b"]
 
 
 # --- state size --------------------------------------------------------------------------
