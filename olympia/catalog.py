@@ -26,6 +26,7 @@ from olympia.storage import Storage, open_storage
 from olympia.store import CatalogStore, Root
 from olympia.transaction import (
     DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RECOVER_AFTER_SECONDS,
     Transaction,
     check_isolation,
     drop_transaction_objects,
@@ -175,13 +176,26 @@ class Catalog:
         on a clean exit, rolls back on an exception)."""
         return self.begin(isolation, max_attempts=max_attempts)
 
-    def resume(self, txn_id: str, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Transaction:
+    def resume(
+        self,
+        txn_id: str,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        recover_after_seconds: float = DEFAULT_RECOVER_AFTER_SECONDS,
+    ) -> Transaction:
         """Continue a distributed transaction, in this or any other process.
 
+        If a process claimed its commit or rollback and died before
+        publishing it, the returned handle can only finish that: ``commit()``
+        (for a commit claim) or ``rollback()``; this is allowed once the claim
+        is ``recover_after_seconds`` old (spec/transactions.md §6.5).
+
         Raises:
-            TransactionNotFoundError, TransactionExpiredError, TransactionClosedError.
+            TransactionNotFoundError, TransactionExpiredError, TransactionClosedError
+            (closed, or claimed by another process less than
+            ``recover_after_seconds`` ago).
         """
-        return resume(self._store, txn_id, max_attempts)
+        return resume(self._store, txn_id, max_attempts, recover_after_seconds)
 
     def list_transactions(self, include_expired: bool = False) -> list[TransactionInfo]:
         """The open distributed transactions (and, if asked, expired ones not yet removed)."""

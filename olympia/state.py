@@ -20,6 +20,9 @@ class OverlayState:
         self.store = store
         self.root = root
         self.overlay: dict[str, bytes | None] = {}
+        #: While recording (see :meth:`record_undo`): each key's overlay
+        #: entry before its first change, ``(present, value)``.
+        self._undo: dict[str, tuple[bool, bytes | None]] | None = None
 
     def get(self, key: str) -> bytes | None:
         if key in self.overlay:
@@ -28,7 +31,24 @@ class OverlayState:
         return None if value is None else self.store.read_value(value)
 
     def put(self, key: str, value: bytes | None) -> None:
+        if self._undo is not None and key not in self._undo:
+            self._undo[key] = (key in self.overlay, self.overlay.get(key))
         self.overlay[key] = value
+
+    def record_undo(self) -> None:
+        """Start remembering what :meth:`put` replaces, for :meth:`end_undo`."""
+        self._undo = {}
+
+    def end_undo(self, restore: bool) -> None:
+        """Stop remembering; with ``restore``, undo every put since :meth:`record_undo`."""
+        undo, self._undo = self._undo, None
+        if not restore or not undo:
+            return
+        for key, (present, value) in undo.items():
+            if present:
+                self.overlay[key] = value
+            else:
+                self.overlay.pop(key, None)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         """Live ``(key, value)`` pairs under ``prefix`` in key order, overlay applied."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from olympia import layout, tree
@@ -20,9 +22,13 @@ from olympia.conflicts import (
 from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
     CommitConflictError,
+    CorruptCatalogError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     OlympiaError,
     StorageError,
     StorageFileExistsError,
+    StorageFileNotFoundError,
     TransactionClosedError,
     TransactionExpiredError,
     TransactionNotFoundError,
@@ -39,6 +45,12 @@ from olympia.store import CatalogStore, Root
 
 A = apb.ActionType
 DEFAULT_MAX_ATTEMPTS = 100
+#: How old an unfinished claim of a distributed transaction must be before
+#: ``resume`` lets another process finish it (spec/transactions.md §6.5).
+DEFAULT_RECOVER_AFTER_SECONDS = 60.0
+_OPEN = apb.TRANSACTION_OUTCOME_OPEN
+_COMMITTING = apb.TRANSACTION_OUTCOME_COMMITTING
+_ROLLED_BACK = apb.TRANSACTION_OUTCOME_ROLLED_BACK
 
 #: Test hook for the history checker: when True, commits skip every conflict
 #: check after a lost race (a deliberately broken rebase). Never set it elsewhere.
@@ -95,6 +107,7 @@ class Transaction(CatalogReader):
         actions: Sequence[apb.Action] = (),
         distributed: pb.DistributedTransaction | None = None,
         step: int = -1,
+        claim: apb.TransactionState | None = None,
     ) -> None:
         self._store = store
         self._root = root
@@ -106,11 +119,22 @@ class Transaction(CatalogReader):
         self.isolation = isolation
         self.max_attempts = max_attempts
         self._dist = distributed
+        #: The last state step written or read; actions before ``_persisted``
+        #: are stored in steps ``0.._step`` (spec/transactions.md §6.1).
         self._step = step
         # Reads (type, key) and keys written among self._actions[:self._noted_upto].
         self._noted_reads: set[tuple[int, str]] = set()
         self._noted_writes: set[str] = set()
         self._noted_upto = 0
+        self._persisted = len(actions) if distributed is not None else 0
+        #: The unfinished claim a recovering handle may finish (§6.5).
+        self._claim = claim
+        #: The claim id of this handle's own claim step, once written.
+        self._claim_id = ""
+        #: distribute(): the record being distributed, and the bytes of a step
+        #: whose outcome is unknown (written again, unchanged, by a retry).
+        self._pending_record: pb.DistributedTransaction | None = None
+        self._unsettled: tuple[bytes, int] | None = None
         for action in actions:
             if is_write(action):
                 try:
@@ -138,10 +162,16 @@ class Transaction(CatalogReader):
         """Copies of the actions recorded so far, in order."""
         return [apb.Action.FromString(a.SerializeToString()) for a in self._actions]
 
-    def _check_open(self) -> None:
+    def _check_open(self, finishing: bool = False) -> None:
         if self._status != "open":
             raise TransactionClosedError(
                 f"transaction {self.id} is {self._status.replace('_', ' ')}"
+            )
+        if self._claim is not None and not finishing:
+            raise TransactionClosedError(
+                f"distributed transaction {self.id} was claimed for "
+                f"{_outcome_word(self._claim.outcome)}; this recovering handle can only "
+                f"commit() or rollback() it"
             )
 
     def _get(self, key: str) -> bytes | None:
@@ -154,35 +184,54 @@ class Transaction(CatalogReader):
 
     def _record(self, action_type: int, key: str, found: bool) -> None:
         self._check_open()
-        self._actions.append(
-            apb.Action(type=cast(Any, action_type), object_key=key, read_only=True, found=found)
+        self._append(
+            [apb.Action(type=cast(Any, action_type), object_key=key, read_only=True, found=found)]
         )
-        self._persist_step()
 
     def _write(self, action: apb.Action) -> None:
         """Apply a write; record the preconditions it evaluated as reads, then
         the write itself (or, when a precondition fails, only the reads)."""
         self._check_open()
         checks: list[Check] = []
+        self._state.record_undo()
         try:
             apply_write(self._state, self._keys, action, checks)
         except PreconditionFailed as exc:
-            self._record_checks(checks, ())
-            self._persist_step()
+            self._state.end_undo(restore=True)
+            self._append(self._check_reads(checks, ()))
             raise exc.error from None
         own = (action.object_key, action.target_key) if action.target_key else (action.object_key,)
-        self._record_checks(checks, own)
-        self._actions.append(action)
-        self._persist_step()
+        self._append([*self._check_reads(checks, own), action], undo_state=True)
 
-    def _record_checks(self, checks: Sequence[Check], own: Sequence[str]) -> None:
-        """Append the precondition reads a write evaluated (spec/transactions.md §1).
+    def _append(self, actions: Sequence[apb.Action], undo_state: bool = False) -> None:
+        """Record ``actions`` and store them (a distributed transaction's step).
+
+        If storing fails, the actions and (with ``undo_state``) the changes
+        applied since ``record_undo`` are undone: the operation has no effect.
+        """
+        mark = len(self._actions)
+        self._actions.extend(actions)
+        try:
+            self._persist_step()
+        except BaseException:
+            del self._actions[mark:]
+            if undo_state:
+                self._state.end_undo(restore=True)
+            raise
+        if undo_state:
+            self._state.end_undo(restore=False)
+
+    def _check_reads(self, checks: Sequence[Check], own: Sequence[str]) -> list[apb.Action]:
+        """The precondition reads a write evaluated, as read actions to record
+        (spec/transactions.md §1).
 
         Left out, because they add nothing to the footprint: a read this
         transaction already recorded (same type and key), and a membership
         read of a key this transaction writes (``own``: the keys written by
         the write being recorded). Any concurrent write of a key it writes
-        conflicts or is ordered by the key itself.
+        conflicts or is ordered by the key itself. The caches of what was
+        recorded are built only from actions already in ``self._actions``, so
+        an operation undone after a failed step leaves no trace in them.
         """
         reads, written = self._noted_reads, self._noted_writes
         for a in self._actions[self._noted_upto :]:
@@ -192,14 +241,20 @@ class Transaction(CatalogReader):
                     written.add(a.target_key)
             else:
                 reads.add((a.type, a.object_key))
+        self._noted_upto = len(self._actions)
+        out: list[apb.Action] = []
+        seen: set[tuple[int, str]] = set()
         for check in checks:
             membership = check.action in MEMBER_READS
-            if (check.action, check.key) in reads or (
-                membership and (check.key in written or check.key in own)
+            pair = (check.action, check.key)
+            if (
+                pair in reads
+                or pair in seen
+                or (membership and (check.key in written or check.key in own))
             ):
                 continue
-            reads.add((check.action, check.key))
-            self._actions.append(
+            seen.add(pair)
+            out.append(
                 apb.Action(
                     type=cast(Any, check.action),
                     object_key=check.key,
@@ -207,7 +262,7 @@ class Transaction(CatalogReader):
                     found=check.found,
                 )
             )
-        self._noted_upto = len(self._actions)
+        return out
 
     # --- namespace writes ------------------------------------------------------------
 
@@ -438,58 +493,138 @@ class Transaction(CatalogReader):
     def distribute(self) -> str:
         """Persist this transaction so any process can resume it; returns its id.
 
+        Idempotent: after a failure (it raises), calling it again finishes the
+        job under the same id (spec/transactions.md §6.2).
+
         Raises:
-            TransactionClosedError; StorageError.
+            TransactionClosedError; StorageError, CommitFailedError.
         """
         self._check_open()
         if self._dist is not None:
             return self.id
-        now = _now_millis()
-        record = pb.DistributedTransaction(
-            id=self.id,
-            isolation=self.isolation,
-            begin_version=self.begin_version,
-            created_at_millis=now,
-            expires_at_millis=now + int(self._root.definition.distributed_txn_ttl_millis),
-            state_location=layout.dtxn_state_path(self.id, 0),
-        )
+        if self._pending_record is None:
+            now = _now_millis()
+            self._pending_record = pb.DistributedTransaction(
+                id=self.id,
+                isolation=self.isolation,
+                begin_version=self.begin_version,
+                created_at_millis=now,
+                expires_at_millis=now + int(self._root.definition.distributed_txn_ttl_millis),
+                state_location=layout.dtxn_state_path(self.id, 0),
+            )
+        record = self._pending_record
+        if self._unsettled is not None:  # a step whose outcome is unknown: the same bytes again
+            data, count = self._unsettled
+            self._put_step(self._step + 1, data, count)
+        if self._step < 0 or self._persisted < len(self._actions):
+            step = self._step + 1
+            data = self._step_bytes(_OPEN, uuid.uuid4().hex, record if step == 0 else None)
+            self._put_step(step, data, len(self._actions))
+        _create_object(self._store, self._keys, record)
         self._dist = record
-        self._persist_step()
-        _publish_object(self._store, self._keys, A.TRANSACTION_CREATE, self.id, record)
         return self.id
 
     @property
     def distributed(self) -> bool:
         return self._dist is not None
 
-    def _persist_step(self, outcome: int = apb.TRANSACTION_OUTCOME_OPEN) -> None:
+    def _step_bytes(
+        self, outcome: int, nonce: str, record: pb.DistributedTransaction | None
+    ) -> bytes:
+        """A state step holding the actions not stored yet (spec/transactions.md §6.1)."""
+        state = apb.TransactionState(
+            actions=self._actions[self._persisted :],
+            outcome=cast(Any, outcome),
+            nonce=nonce,
+            written_at_millis=_now_millis(),
+        )
+        if record is not None:
+            state.transaction.CopyFrom(record)
+        return state.SerializeToString(deterministic=True)
+
+    def _persist_step(self, outcome: int = _OPEN) -> None:
+        """Store the actions not stored yet as the next step (with ``outcome``).
+
+        Raises:
+            CommitConflictError: the step was taken by another process (rule
+                ``transaction-advanced`` or ``transaction-claimed``); the
+                handle is closed.
+            StorageError: the step was not written (the handle stays open),
+                or whether it was is unknown (the handle is closed).
+        """
         if self._dist is None:
             return
-        step = self._step + 1
-        state = apb.TransactionState(transaction=self._dist, actions=self._actions, outcome=outcome)  # type: ignore[arg-type]
+        nonce = uuid.uuid4().hex
+        self._put_step(self._step + 1, self._step_bytes(outcome, nonce, None), len(self._actions))
+        if outcome != _OPEN:
+            self._claim_id = nonce
+
+    def _put_step(self, step: int, data: bytes, count: int) -> None:
+        """Write state step ``step`` holding the actions before ``count``."""
         path = layout.dtxn_state_path(self.id, step)
-        data = state.SerializeToString(deterministic=True)
         try:
             _put_confirmed(self._store, path, data)
         except StorageFileExistsError:
+            if self._dist is None:  # distribute(): nobody else knows this id
+                raise StorageError(
+                    f"cannot distribute transaction {self.id}: {path} already holds a state "
+                    f"written by another process"
+                ) from None
             self._status = "failed"
-            raise CommitConflictError(
-                f"distributed transaction {self.id} was advanced to step {step} by another "
-                f"process; resume it again to continue from the latest step",
-                rule="transaction-advanced",
-            ) from None
+            raise self._taken(step) from None
+        except _OutcomeUnknownError as exc:
+            if self._dist is None:  # distribute() writes these same bytes again
+                self._unsettled = (data, count)
+                raise StorageError(
+                    f"distributing transaction {self.id} failed: {exc}; call distribute() again"
+                ) from exc
+            self._status = "failed"
+            raise StorageError(
+                f"whether step {step} of distributed transaction {self.id} was written is "
+                f"unknown ({exc}); resume the transaction to see"
+            ) from exc
+        self._unsettled = None
         self._step = step
+        self._persisted = count
+
+    def _taken(self, step: int) -> CommitConflictError:
+        """The error for finding ``step`` written by another process."""
+        path = layout.dtxn_state_path(self.id, step)
+        try:
+            other = parse(apb.TransactionState, self._store.storage.read(path), f"state {path}")
+        except OlympiaError:
+            other = apb.TransactionState()
+        if other.outcome != _OPEN:
+            return _claimed_error(self._store, self._keys, self.id, self.begin_version, other)
+        return CommitConflictError(
+            f"distributed transaction {self.id} was advanced to step {step} by another "
+            f"process; resume it again to continue from the latest step",
+            rule="transaction-advanced",
+        )
 
     # --- commit and rollback --------------------------------------------------------------
 
     def rollback(self) -> None:
         """Discard everything this transaction did. Writes nothing (a
-        distributed transaction records its end and drops its catalog object)."""
-        self._check_open()
+        distributed transaction claims its end and drops its catalog object,
+        spec/transactions.md §6.4).
+
+        Raises:
+            CommitConflictError: rule ``transaction-claimed``: another process
+                is committing or rolling back this distributed transaction.
+            StorageError: the claim could not be written (a retry may work).
+        """
+        self._check_open(finishing=True)
+        if self._dist is None and self._pending_record is not None:
+            # A failed distribute() may have published the object: finish it, to drop it.
+            with contextlib.suppress(OlympiaError):
+                self.distribute()
+        if self._dist is None:
+            self._status = "rolled_back"
+            return
+        self._persist_step(_ROLLED_BACK)
         self._status = "rolled_back"
-        if self._dist is not None:
-            self._persist_step(apb.TRANSACTION_OUTCOME_ROLLED_BACK)
-            _drop_object_quietly(self._store, self._keys, self.id)
+        _drop_object_quietly(self._store, self._keys, self.id, self._claim_id)
 
     def commit(self) -> int:
         """Commit; return the version that holds this transaction's changes.
@@ -498,27 +633,46 @@ class Transaction(CatalogReader):
 
         Raises:
             CommitConflictError: a concurrent commit conflicts (``.rule`` and
-                ``.version`` say which); nothing was published.
+                ``.version`` say which); nothing was published. Rule
+                ``transaction-claimed``: another process committed or rolled
+                back this distributed transaction (``.version``, once published).
             CommitFailedError: storage failed while publishing; the message says
                 whether the outcome is unknown (reload the catalog to see).
             StorageError: storage failed before anything was published.
             TransactionClosedError: already committed, rolled back or failed.
         """
-        self._check_open()
+        self._check_open(finishing=True)
+        if self._claim is not None and self._claim.outcome == _ROLLED_BACK:
+            raise TransactionClosedError(
+                f"distributed transaction {self.id} was claimed for rollback; it can only be "
+                f"rolled back"
+            )
+        if self._dist is None and self._pending_record is not None:
+            self.distribute()  # a failed distribute() may have published the object
         owns_object = False
         try:
             if self._dist is not None:
-                # Claim the last step: a process holding a stale step cannot commit too.
-                self._persist_step(apb.TRANSACTION_OUTCOME_COMMITTING)
+                # The claim: of all processes holding this step, one writes the next.
+                self._persist_step(_COMMITTING)
                 owns_object = True
                 self._actions.append(
-                    apb.Action(type=A.TRANSACTION_DROP, object_key=self._keys.transaction(self.id))
+                    apb.Action(
+                        type=A.TRANSACTION_DROP,
+                        object_key=self._keys.transaction(self.id),
+                        claim=self._claim_id,
+                    )
                 )
             version = self._publish()
-        except BaseException:
+        except CommitConflictError as exc:
             self._status = "failed"
+            if owns_object and exc.rule != "transaction-claimed":
+                _drop_object_quietly(self._store, self._keys, self.id, self._claim_id)
+            raise
+        except BaseException:
+            if owns_object or self._dist is None:
+                self._status = "failed"
             if owns_object:
-                _drop_object_quietly(self._store, self._keys, self.id)
+                _drop_object_quietly(self._store, self._keys, self.id, self._claim_id)
             raise
         self._status = "committed"
         return version
@@ -529,8 +683,8 @@ class Transaction(CatalogReader):
         if not self._actions or (not writes and self.isolation == "snapshot"):
             return begin
         pending = Footprint.of(begin + 1, begin, self._actions)
+        own = self._keys.transaction(self.id)
         if self._dist is not None:
-            own = self._keys.transaction(self.id)
             pending.writes.pop(own, None)
         store = self._store
         target = self._root
@@ -542,6 +696,9 @@ class Transaction(CatalogReader):
             if store.storage.exists(layout.root_path(target.version + 1)):
                 # Already lost: skip encoding and writing nodes for a taken version.
                 target = store.load_root(store.latest_version())
+            if self._dist is not None and _object_value(store, target, own) is None:
+                # Another process published this transaction's outcome (§6.4).
+                raise _claimed_error(store, self._keys, self.id, begin, None, target.version)
             serialized_before: list[int] = []
             if target.version != begin:
                 # Write-write rules, then the replay (a failed precondition is
@@ -646,24 +803,102 @@ class Transaction(CatalogReader):
         return f"Transaction(id={self.id!r}, isolation={self.isolation!r}, begin_version={self.begin_version}, status={self._status!r})"
 
 
+class _OutcomeUnknownError(StorageError):
+    """A put-if-absent failed and reading the file back failed too."""
+
+
 def _put_confirmed(store: CatalogStore, path: str, data: bytes) -> None:
     """Put-if-absent that settles an unknown outcome by reading the file back.
 
     Raises:
         StorageFileExistsError: another writer's bytes are there.
-        StorageError: the outcome could not be settled; the file is not ours.
+        _OutcomeUnknownError: the put failed and the file could not be read
+            back (three attempts): it may or may not hold ``data``.
+        StorageError: the put failed and the file is absent: not written.
     """
     try:
         store.storage.put_if_absent(path, data)
     except StorageFileExistsError:
         raise
     except StorageError as exc:
+        for _ in range(3):
+            try:
+                landed = store.storage.read(path)
+            except StorageFileNotFoundError:
+                raise exc from None
+            except StorageError:
+                continue
+            if landed != data:
+                raise StorageFileExistsError(f"{path} holds another writer's step") from None
+            return
+        raise _OutcomeUnknownError(
+            f"writing {path} failed ({exc}) and it could not be read back"
+        ) from exc
+
+
+def _outcome_word(outcome: int) -> str:
+    return "rollback" if outcome == _ROLLED_BACK else "commit"
+
+
+def _object_value(store: CatalogStore, root: Root, key: str) -> bytes | None:
+    value = tree.get(root.node, key, store.load_node)
+    return None if value is None else store.read_value(value)
+
+
+def _claimed_error(
+    store: CatalogStore,
+    keys: KeyCodec,
+    txn_id: str,
+    begin: int,
+    claim: apb.TransactionState | None,
+    latest: int | None = None,
+) -> CommitConflictError:
+    """``transaction-claimed``: another process committed, rolled back or is
+    finishing distributed transaction ``txn_id`` (spec/transactions.md §6.4)."""
+    key = keys.transaction(txn_id)
+    try:
+        if latest is None:
+            latest = store.latest_version()
+        root = store.load_root(latest)
+        present = _object_value(store, root, key) is not None
+    except OlympiaError:
+        present, latest = True, None
+    if present or latest is None:
+        doing = (
+            "rolled back" if claim is not None and claim.outcome == _ROLLED_BACK else "committed"
+        )
+        return CommitConflictError(
+            f"distributed transaction {txn_id} is being {doing} by another process "
+            f"(its outcome is not published yet); do not commit it again",
+            rule="transaction-claimed",
+        )
+    version = _dropping_version(store, key, begin, latest)
+    if version is None:
+        how = "was committed or rolled back by another process"
+    else:
         try:
-            landed = store.storage.read(path)
-        except StorageError:
-            raise exc from None
-        if landed != data:
-            raise StorageFileExistsError(f"{path} holds another writer's step") from None
+            by_itself = store.load_root(version).info.transaction_id == txn_id
+        except OlympiaError:
+            by_itself = False
+        how = (
+            f"was committed by another process as version {version}"
+            if by_itself
+            else f"was rolled back or expired by another process in version {version}"
+        )
+    return CommitConflictError(
+        f"distributed transaction {txn_id} {how}", version=version, rule="transaction-claimed"
+    )
+
+
+def _dropping_version(store: CatalogStore, key: str, begin: int, latest: int) -> int | None:
+    """The newest version in ``(begin, latest]`` that wrote ``key``."""
+    for v in range(latest, begin, -1):
+        try:
+            if key in footprint_of(store, v).writes:
+                return v
+        except VersionNotFoundError:
+            break
+    return None
 
 
 def _check_location(location: object) -> None:
@@ -688,19 +923,45 @@ def _publish_object(
     action_type: int,
     txn_id: str,
     record: pb.DistributedTransaction | None,
+    claim: str = "",
 ) -> int:
     """Commit one catalog-maintenance write of a distributed transaction's object."""
     root = store.load_root(store.latest_version())
     txn = Transaction(store, root, "snapshot")
-    if record is None:
-        txn._write(apb.Action(type=cast(Any, action_type), object_key=keys.transaction(txn_id)))
-    else:
-        txn._write(
-            apb.Action(
-                type=cast(Any, action_type), object_key=keys.transaction(txn_id), transaction=record
-            )
-        )
+    action = apb.Action(type=cast(Any, action_type), object_key=keys.transaction(txn_id))
+    if record is not None:
+        action.transaction.CopyFrom(record)
+    if claim:
+        action.claim = claim
+    txn._write(action)
     return txn.commit()
+
+
+def _create_object(store: CatalogStore, keys: KeyCodec, record: pb.DistributedTransaction) -> None:
+    """Publish the object of ``record`` unless the latest version holds it already."""
+    key = keys.transaction(record.id)
+    data = record.SerializeToString(deterministic=True)
+
+    def present() -> bool:
+        value = _object_value(store, store.load_root(store.latest_version()), key)
+        if value is not None and value != data:
+            raise OlympiaError(
+                f"cannot distribute transaction {record.id}: the catalog already holds "
+                f"another distributed transaction with this id"
+            )
+        return value is not None
+
+    if present():
+        return  # an earlier attempt whose outcome was unknown did publish it
+    try:
+        _publish_object(store, keys, A.TRANSACTION_CREATE, record.id, record)
+    except OlympiaError:
+        try:
+            if present():
+                return
+        except OlympiaError:
+            pass
+        raise
 
 
 def drop_transaction_objects(store: CatalogStore, txn_ids: Sequence[str]) -> int:
@@ -716,36 +977,62 @@ def drop_transaction_objects(store: CatalogStore, txn_ids: Sequence[str]) -> int
     return txn.commit()
 
 
-def _drop_object_quietly(store: CatalogStore, keys: KeyCodec, txn_id: str) -> None:
+def _drop_object_quietly(store: CatalogStore, keys: KeyCodec, txn_id: str, claim: str) -> None:
     try:
-        _publish_object(store, keys, A.TRANSACTION_DROP, txn_id, None)
+        _publish_object(store, keys, A.TRANSACTION_DROP, txn_id, None, claim)
     except OlympiaError:
-        pass  # already gone, or storage trouble: expiration removes it after its TTL
+        pass  # already gone, or storage trouble: an unfinished claim (spec §6.5)
 
 
 def resume(
-    store: CatalogStore, txn_id: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    store: CatalogStore,
+    txn_id: str,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    recover_after_seconds: float = DEFAULT_RECOVER_AFTER_SECONDS,
 ) -> Transaction:
     """Continue distributed transaction ``txn_id`` (spec/transactions.md §6).
 
+    A transaction whose latest step is an unfinished claim (its claimant died
+    before publishing) gives a recovering handle once the claim is older than
+    ``recover_after_seconds``: it can only commit() or rollback() (§6.5).
+
     Raises:
-        TransactionNotFoundError, TransactionExpiredError, TransactionClosedError.
+        TransactionNotFoundError, TransactionExpiredError, TransactionClosedError,
+        InvalidArgumentError (``recover_after_seconds`` is not a number >= 0).
     """
+    if isinstance(recover_after_seconds, bool) or not isinstance(
+        recover_after_seconds, (int, float)
+    ):
+        raise InvalidArgumentTypeError(
+            f"recover_after_seconds must be a number of seconds, got {recover_after_seconds!r}"
+        )
+    if not recover_after_seconds >= 0:  # also refuses NaN
+        raise InvalidArgumentError(
+            f"recover_after_seconds must be at least 0, got {recover_after_seconds!r}"
+        )
     latest = store.load_root(store.latest_version())
     keys = key_codec(latest.definition)
-    value = tree.get(latest.node, keys.transaction(txn_id), store.load_node)
+    value = _object_value(store, latest, keys.transaction(txn_id))
     if value is None:
         raise TransactionNotFoundError(f"no open distributed transaction {txn_id!r}")
-    record = parse(pb.DistributedTransaction, store.read_value(value), f"transaction {txn_id}")
+    record = parse(pb.DistributedTransaction, value, f"transaction {txn_id}")
     if _now_millis() > record.expires_at_millis:
         raise TransactionExpiredError(f"distributed transaction {txn_id} expired")
     step = _latest_step(store, txn_id)
-    path = layout.dtxn_state_path(txn_id, step)
-    state = parse(apb.TransactionState, store.storage.read(path), f"state file {path}")
-    if state.outcome != apb.TRANSACTION_OUTCOME_OPEN:
-        raise TransactionClosedError(
-            f"distributed transaction {txn_id} is {apb.TransactionOutcome.Name(state.outcome).split('_')[-1].lower()}"
-        )
+    states = _read_steps(store, txn_id, step)
+    last = states[-1]
+    claim = None
+    if last.outcome != _OPEN:
+        age = (_now_millis() - last.written_at_millis) / 1000
+        if age < recover_after_seconds:
+            doing = "rolled back" if last.outcome == _ROLLED_BACK else "committed"
+            raise TransactionClosedError(
+                f"distributed transaction {txn_id} is being {doing} by another process "
+                f"(claimed {max(age, 0.0):.1f} s ago, not published yet); if that process "
+                f"died, resume it once the claim is {recover_after_seconds:g} s old to finish "
+                f"the {_outcome_word(last.outcome)}"
+            )
+        claim = last
     try:
         root = store.load_root(record.begin_version)
     except VersionNotFoundError:
@@ -758,10 +1045,36 @@ def resume(
         record.isolation,
         txn_id=txn_id,
         max_attempts=max_attempts,
-        actions=state.actions,
+        actions=[a for state in states for a in state.actions],
         distributed=record,
         step=step,
+        claim=claim,
     )
+
+
+def _read_steps(store: CatalogStore, txn_id: str, last: int) -> list[apb.TransactionState]:
+    """Steps ``0..last`` of ``txn_id``, read in parallel (spec/transactions.md §6.1)."""
+
+    def read(step: int) -> apb.TransactionState:
+        path = layout.dtxn_state_path(txn_id, step)
+        try:
+            data = store.storage.read(path)
+        except StorageFileNotFoundError:
+            raise CorruptCatalogError(
+                f"state file {path} of distributed transaction {txn_id} is missing"
+            ) from None
+        return parse(apb.TransactionState, data, f"state file {path}")
+
+    if last == 0:
+        states = [read(0)]
+    else:
+        with ThreadPoolExecutor(min(16, last + 1), thread_name_prefix="olympia-steps") as pool:
+            states = list(pool.map(read, range(last + 1)))
+    if states[0].transaction.id != txn_id:
+        raise CorruptCatalogError(
+            f"state step 0 of distributed transaction {txn_id} does not hold its record"
+        )
+    return states
 
 
 def _latest_step(store: CatalogStore, txn_id: str) -> int:

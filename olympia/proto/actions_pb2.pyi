@@ -77,7 +77,7 @@ TRANSACTION_OUTCOME_COMMITTING: TransactionOutcome
 TRANSACTION_OUTCOME_ROLLED_BACK: TransactionOutcome
 
 class Action(_message.Message):
-    __slots__ = ("type", "object_key", "namespace", "table", "view", "transaction", "set_properties", "unset_properties", "target_key", "read_only", "found", "update_fields")
+    __slots__ = ("type", "object_key", "namespace", "table", "view", "transaction", "set_properties", "unset_properties", "target_key", "read_only", "found", "update_fields", "claim")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class Action(_message.Message):
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     FOUND_FIELD_NUMBER: _ClassVar[int]
     UPDATE_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
     type: ActionType
     object_key: str
     namespace: _objects_pb2.Namespace
@@ -102,14 +103,19 @@ class Action(_message.Message):
     read_only: bool
     found: bool
     update_fields: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, type: _Optional[_Union[ActionType, str]] = ..., object_key: _Optional[str] = ..., namespace: _Optional[_Union[_objects_pb2.Namespace, _Mapping]] = ..., table: _Optional[_Union[_objects_pb2.Table, _Mapping]] = ..., view: _Optional[_Union[_objects_pb2.View, _Mapping]] = ..., transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., set_properties: _Optional[_Iterable[str]] = ..., unset_properties: _Optional[_Iterable[str]] = ..., target_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., found: _Optional[bool] = ..., update_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+    claim: str
+    def __init__(self, type: _Optional[_Union[ActionType, str]] = ..., object_key: _Optional[str] = ..., namespace: _Optional[_Union[_objects_pb2.Namespace, _Mapping]] = ..., table: _Optional[_Union[_objects_pb2.Table, _Mapping]] = ..., view: _Optional[_Union[_objects_pb2.View, _Mapping]] = ..., transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., set_properties: _Optional[_Iterable[str]] = ..., unset_properties: _Optional[_Iterable[str]] = ..., target_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., found: _Optional[bool] = ..., update_fields: _Optional[_Iterable[str]] = ..., claim: _Optional[str] = ...) -> None: ...
 
 class TransactionState(_message.Message):
-    __slots__ = ("transaction", "actions", "outcome")
+    __slots__ = ("transaction", "actions", "outcome", "nonce", "written_at_millis")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_AT_MILLIS_FIELD_NUMBER: _ClassVar[int]
     transaction: _objects_pb2.DistributedTransaction
     actions: _containers.RepeatedCompositeFieldContainer[Action]
     outcome: TransactionOutcome
-    def __init__(self, transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., outcome: _Optional[_Union[TransactionOutcome, str]] = ...) -> None: ...
+    nonce: str
+    written_at_millis: int
+    def __init__(self, transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., outcome: _Optional[_Union[TransactionOutcome, str]] = ..., nonce: _Optional[str] = ..., written_at_millis: _Optional[int] = ...) -> None: ...
