@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from olympia import layout, tree
 from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
+from olympia.definition import stored_definition_problem
 from olympia.errors import (
     CatalogNotFoundError,
     CommitConflictError,
@@ -85,10 +86,9 @@ def parse_definition(data: bytes, where: str) -> CatalogDefinition:
         CorruptCatalogError: naming ``where``.
     """
     definition = parse(CatalogDefinition, data, f"the catalog in {where}")
-    if definition.node_order < 3:
-        raise CorruptCatalogError(
-            f"catalog definition in {where} has node order {definition.node_order}"
-        )
+    problem = stored_definition_problem(definition)
+    if problem is not None:
+        raise CorruptCatalogError(f"catalog definition in {where} is unusable: {problem}")
     return definition
 
 
@@ -255,10 +255,11 @@ class CatalogStore:
             low, high = oldest, start  # the hint ran ahead of the roots
         else:
             low, step = start, 1
-            while exists(layout.root_path(low + step)):
+            # Never probe past the largest version a root file name can hold.
+            while low + step <= layout.MAX_VERSION and exists(layout.root_path(low + step)):
                 low += step
                 step *= 2
-            high = low + step
+            high = min(low + step, layout.MAX_VERSION + 1)
         while high - low > 1:
             mid = (low + high) // 2
             if exists(layout.root_path(mid)):
