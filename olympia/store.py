@@ -197,6 +197,8 @@ class CatalogStore:
             VersionNotFoundError: no such version, or it was expired.
             CorruptCatalogError: the root file is damaged.
         """
+        if not 0 <= version <= layout.MAX_VERSION:  # e.g. read from a damaged record
+            raise VersionNotFoundError(f"version {version} cannot exist: versions are below 2**63")
         path = layout.root_path(version)
         cached = self._roots.get(path)
         if cached is not None:
