@@ -23,6 +23,7 @@ from typing import Any
 from olympia.errors import InvalidArgumentError, InvalidArgumentTypeError, InvalidNameError
 from olympia.keys import KeyCodec, validate_name, validate_transaction_id
 from olympia.layout import MAX_VERSION
+from olympia.storage import uri_problem
 
 _SHOWN = 60
 
@@ -223,10 +224,13 @@ def require_storage_options(arg: str, value: object) -> dict[str, Any] | None:
 
 
 def require_location(arg: str, value: object) -> str:
-    """A storage location: non-empty text without NUL characters."""
+    """A storage location: non-empty text without NUL characters, of a supported protocol."""
     text = require_text(arg, value, non_empty=True)
     if "\x00" in text:
         raise InvalidArgumentError(f"argument {arg!r} must not contain NUL characters")
+    problem = uri_problem(text)
+    if problem is not None:
+        raise InvalidArgumentError(f"argument {arg!r}: {text[:80]!r} {problem}")
     return text
 
 

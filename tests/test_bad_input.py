@@ -81,7 +81,7 @@ TXN_ID = [
 BOOL = [(1, T), (0, T), ("yes", T), (None, T)]
 URI = [
     (5, T), (None, T), (True, T), (b"/tmp/x", T), (["x"], T),
-    ("", V), ("a\x00b", V), (SURROGATE, V),
+    ("", V), ("a\x00b", V), (SURROGATE, V), ("http://host/x", V), ("s3://", V), ("s3a:///", V),
 ]  # fmt: skip
 STORAGE_OPTIONS = [
     ([1], T), ("x", T), (5, T), (True, T), ((("a", 1),), T), ({1: "a"}, T), ({SURROGATE: 1}, V),
