@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import olympia
 from olympia import Catalog, CatalogVersion, InvalidArgumentError, InvalidNameError
@@ -427,3 +430,56 @@ def test_a_hint_beyond_the_largest_version_is_ignored(tmp_path):
     with pytest.raises(InvalidArgumentError, match="below 2\\*\\*63"):
         cat.at_version(2**64 - 1)
     cat.close()
+
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates too
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    namespace=ANY_TEXT,
+    properties=st.dictionaries(ANY_TEXT, ANY_TEXT, max_size=3),
+    location=ANY_TEXT,
+    sql=ANY_TEXT,
+)
+def test_any_text_is_stored_exactly_or_refused_with_a_typed_error(
+    namespace, properties, location, sql
+):
+    """Arbitrary Unicode, lone surrogates included: a write either commits and
+    reads back the same text, or is refused with InvalidArgumentError naming the
+    argument, before anything is written."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    name = f"olympia-bad-input-{uuid.uuid4().hex}"
+    cat = olympia.create_catalog(f"memory://{name}")
+    try:
+        txn = cat.begin()
+        steps = [
+            (lambda: txn.create_namespace(namespace, properties)),
+            (lambda: txn.create_table(namespace, "t", location, properties)),
+            (lambda: txn.create_view(namespace, "v", sql, dialect=sql, schema_json=sql)),
+        ]
+        for step in steps:
+            recorded = len(txn.actions)
+            try:
+                step()
+            except InvalidArgumentError as exc:
+                named = ("namespace", "properties", "metadata_location", "sql_text", "dialect")
+                assert any(f"'{arg}'" in str(exc) for arg in named), str(exc)
+                assert len(txn.actions) == recorded  # the refused call recorded nothing
+                txn.rollback()
+                assert cat.version == 0
+                return
+        version = txn.commit()
+        view = olympia.load_catalog(f"memory://{name}").at_version(version)
+        assert view.list_namespaces() == [namespace]
+        assert view.describe_namespace(namespace).properties == properties
+        table = view.describe_table(namespace, "t")
+        assert (table.metadata_location, table.properties) == (location, properties)
+        described = view.describe_view(namespace, "v")
+        assert (described.sql_text, described.dialect, described.schema_json) == (sql, sql, sql)
+    finally:
+        cat.close()
+        store = MemoryFileSystem.store
+        for key in [k for k in tuple(store) if k.startswith(f"/{name}/")]:
+            store.pop(key, None)
