@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from olympia import maintenance, tree
-from olympia.definition import FORMAT_VERSION, build_definition
+from olympia import maintenance, tree, validate
+from olympia.definition import FORMAT_VERSION, ISOLATION_LEVELS, build_definition
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
@@ -17,6 +17,7 @@ from olympia.errors import (
     ReadOnlyError,
     VersionNotFoundError,
 )
+from olympia.layout import MAX_VERSION
 from olympia.maintenance import ExpireResult, VersionInfo
 from olympia.node import EMPTY_LEAF
 from olympia.objects import TransactionInfo, parse
@@ -67,15 +68,20 @@ class CatalogVersion(CatalogReader):
         return self.get(key)
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        return self.scan(prefix)
+        return self._scan_raw(prefix)
 
     def get(self, key: str) -> bytes | None:
         """The raw value stored under an object key, or None."""
+        validate.require_text("key", key)
         value = tree.get(self._root.node, key, self._store.load_node)
         return None if value is None else self._store.read_value(value)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
+        validate.require_text("prefix", prefix)
+        return self._scan_raw(prefix)
+
+    def _scan_raw(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
             yield key, self._store.read_value(value)
 
@@ -123,8 +129,9 @@ class Catalog:
 
         Raises:
             VersionNotFoundError: the version does not exist or was expired.
+            InvalidArgumentError: ``version`` is not an integer in [0, 2**63).
         """
-        _check_version(version)
+        validate.require_version("version", version)
         oldest = self.oldest_version
         if version < oldest:
             raise VersionNotFoundError(f"version {version} was expired (oldest kept: {oldest})")
@@ -140,11 +147,14 @@ class Catalog:
 
         Raises:
             VersionNotFoundError: every retained version is newer.
+            InvalidArgumentError: ``when`` is not a timezone-aware datetime.
         """
+        validate.require_datetime("when", when)
         return self.at_version(maintenance.version_as_of(self._store, when))
 
     def history(self, since: int | None = None) -> list[VersionInfo]:
         """Every retained version (from ``since`` if given), oldest first."""
+        validate.require_optional_version("since", since)
         start = max(self.oldest_version, since or 0)
         return [
             maintenance.version_info(self._store.load_root(v))
@@ -160,7 +170,11 @@ class Catalog:
 
         ``isolation`` is ``"snapshot"`` or ``"serializable"`` (default: the
         catalog definition's ``default_isolation``).
+
+        Raises:
+            InvalidArgumentError: bad ``isolation`` or ``max_attempts``.
         """
+        _check_begin(isolation, max_attempts)
         root = self._store.load_root(self.version)
         return Transaction(
             self._store,
@@ -174,6 +188,7 @@ class Catalog:
     ) -> Transaction:
         """Like :meth:`begin`, for ``with cat.transaction() as txn:`` (commits
         on a clean exit, rolls back on an exception)."""
+        _check_begin(isolation, max_attempts)
         return self.begin(isolation, max_attempts=max_attempts)
 
     def resume(
@@ -194,11 +209,16 @@ class Catalog:
             TransactionNotFoundError, TransactionExpiredError, TransactionClosedError
             (closed, or claimed by another process less than
             ``recover_after_seconds`` ago).
+            InvalidNameError: ``txn_id`` is not a transaction id.
         """
+        validate.require_transaction_id("txn_id", txn_id)
+        validate.require_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+        validate.require_seconds("recover_after_seconds", recover_after_seconds)
         return resume(self._store, txn_id, max_attempts, recover_after_seconds)
 
     def list_transactions(self, include_expired: bool = False) -> list[TransactionInfo]:
         """The open distributed transactions (and, if asked, expired ones not yet removed)."""
+        validate.require_bool("include_expired", include_expired)
         view = self.latest()
         prefix = view.keys.transactions_prefix()
         now = time.time() * 1000
@@ -217,8 +237,9 @@ class Catalog:
 
         Raises:
             VersionNotFoundError: ``version`` does not exist or was expired.
+            InvalidArgumentError: ``version`` is not an integer in [0, 2**63).
         """
-        _check_version(version)
+        validate.require_version("version", version)
         return maintenance.rollback_to(self._store, version)
 
     def export_snapshot(
@@ -235,12 +256,18 @@ class Catalog:
 
         Raises:
             CatalogAlreadyExistsError: the target already holds a catalog.
-            OlympiaError: bad mode, or an export with this name exists.
+            InvalidArgumentError: a bad argument (InvalidNameError for ``name``).
+            OlympiaError: an export with this name exists.
         """
+        validate.require_export_name("name", name)
+        validate.require_location("target_uri", target_uri)
+        validate.require_choice("mode", mode, ("full", "minimal"), fold_case=False)
+        validate.require_storage_options("storage_options", storage_options)
         return maintenance.export_snapshot(self._store, name, target_uri, mode, storage_options)
 
     def drop_export(self, name: str) -> None:
         """Unpin the version of export ``name``."""
+        validate.require_export_name("name", name)
         maintenance.drop_export(self._store.storage, name)
 
     def expire_versions(
@@ -256,7 +283,16 @@ class Catalog:
         version pinned by an export, and everything open distributed
         transactions need. Files younger than ``grace_seconds`` are never
         deleted, since they may belong to a commit in flight.
+
+        Raises:
+            InvalidArgumentError: ``older_than`` is not a timezone-aware
+                datetime, ``keep_last`` not a positive integer, or
+                ``grace_seconds`` not a finite number >= 0.
         """
+        validate.require_optional_datetime("older_than", older_than)
+        if keep_last is not None:
+            validate.require_int("keep_last", keep_last, 1, MAX_VERSION + 1)
+        validate.require_seconds("grace_seconds", grace_seconds)
         listed = self.list_transactions(include_expired=True)
         now = time.time() * 1000
         expired = [t.id for t in listed if t.expires_at_millis < now]
@@ -282,9 +318,20 @@ class Catalog:
         return f"Catalog({self.uri!r})"
 
 
-def _check_version(version: object) -> None:
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise VersionNotFoundError(f"a version is a non-negative integer, got {version!r}")
+#: Upper bound of ``max_attempts`` (any larger number means "forever" in practice).
+MAX_ATTEMPTS = 1 << 31
+
+
+def _check_begin(isolation: object, max_attempts: object) -> None:
+    if isolation is not None:
+        validate.require_choice("isolation", isolation, ISOLATION_LEVELS)
+    validate.require_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+
+
+def _check_uri(uri: object, storage_options: object) -> None:
+    if not isinstance(uri, Storage):
+        validate.require_location("uri", uri)
+    validate.require_storage_options("storage_options", storage_options)
 
 
 def create_catalog(
@@ -298,7 +345,9 @@ def create_catalog(
         CatalogAlreadyExistsError: a catalog already exists there.
         InvalidDefinitionError: a definition option is unknown or out of range.
         StorageError: the storage could not be reached.
+        InvalidArgumentError: a bad ``uri`` or ``storage_options``.
     """
+    _check_uri(uri, storage_options)
     catalog_def = build_definition(definition)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
     store = CatalogStore(storage)
@@ -317,7 +366,9 @@ def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = No
     Raises:
         CatalogNotFoundError: no catalog exists there.
         CorruptCatalogError: the latest root is damaged or of an unknown format version.
+        InvalidArgumentError: a bad ``uri`` or ``storage_options``.
     """
+    _check_uri(uri, storage_options)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
     store = CatalogStore(storage)
     root = store.load_root(store.latest_version())

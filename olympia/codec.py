@@ -10,6 +10,7 @@ carries a magic string, the format version and a CRC-32 of the content.
 from __future__ import annotations
 
 import itertools
+import re
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from olympia.errors import CorruptCatalogError
+from olympia.layout import MAX_VERSION
 from olympia.node import DefRef, Node, Value
 
 MAGIC = b"olympia-node"
@@ -68,6 +70,8 @@ _ROOT_ONLY_KEYS = _ROOT_KEYS | {
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
 }
+#: Upper bounds of integer system values; the default is MAX_VERSION.
+_INT_MAX = {K_CREATED_AT: 253_402_300_799_999}  # 9999-12-31T23:59:59.999Z
 
 
 @dataclass(frozen=True)
@@ -208,10 +212,58 @@ def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
 def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int, ...]:
     if not text:
         return ()
+    parts = text.split(",")
+    if not all(_is_decimal(p) and int(p) <= MAX_VERSION for p in parts):
+        raise bad("$serialized_before is not a list of versions")
+    return tuple(int(p) for p in parts)
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
+
+
+def _is_file_path(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` followed by one allowed file name (format.md §2)."""
+    name = path[len(folder) :]
+    return (
+        path.startswith(folder)
+        and name not in (".", "..")
+        and _FILE_NAME.fullmatch(name) is not None
+    )
+
+
+def _is_decimal(text: str) -> bool:
+    """ASCII digits only (``int()`` would also take signs, spaces and ``_``)."""
+    return 0 < len(text) <= 20 and text.isascii() and text.isdigit()
+
+
+def _raw_column(
+    table: pa.Table, name: str, bad: Callable[[str], CorruptCatalogError]
+) -> list[bytes | None]:
+    """The rows of column ``name`` as bytes, after checking the Arrow buffers.
+
+    Text columns are read as binary (the same layout), so no byte is
+    interpreted as UTF-8 before the checksum has been verified, and the full
+    validation refuses offsets that point outside the buffers before any row
+    is converted (pyarrow would read out of bounds).
+    """
+    rows: list[bytes | None] = []
     try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise bad("$serialized_before is not a list of versions") from None
+        for chunk in table.column(name).chunks:
+            raw = chunk.view(pa.binary()) if chunk.type == pa.utf8() else chunk
+            raw.validate(full=True)
+            rows.extend(raw.to_pylist())
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise bad(f"column {name} is malformed ({type(exc).__name__}: {exc})") from None
+    return rows
+
+
+def _text_column(
+    rows: list[bytes | None], name: str, bad: Callable[[str], CorruptCatalogError]
+) -> list[str | None]:
+    try:
+        return [None if b is None else b.decode("utf-8") for b in rows]
+    except UnicodeDecodeError as exc:
+        raise bad(f"column {name} holds bytes that are not UTF-8 ({exc.reason})") from None
 
 
 def decode_node(data: bytes, path: str) -> NodeFile:
@@ -239,19 +291,23 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         raise bad("unreadable format version") from None
     if version != FORMAT_VERSION:
         raise bad(f"format version {version} is not supported (this reader knows {FORMAT_VERSION})")
-    if table.schema.names != SCHEMA.names or any(
-        table.schema.field(n).type != SCHEMA.field(n).type for n in SCHEMA.names
-    ):
-        raise bad(f"unexpected schema {table.schema.names}")
-    keys: list[str | None] = table.column("key").to_pylist()
-    values: list[bytes | None] = table.column("value").to_pylist()
-    defs: list[str | None] = table.column("def").to_pylist()
-    children: list[str | None] = table.column("child").to_pylist()
-    if any(k is None for k in keys):
-        raise bad("null key")
-    crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
+    try:  # a damaged field name is not UTF-8, which pyarrow reports as UnicodeDecodeError
+        names = table.schema.names
+        types = table.schema.types
+    except (UnicodeDecodeError, pa.ArrowException) as exc:
+        raise bad(f"unreadable schema ({type(exc).__name__}: {exc})") from None
+    if names != SCHEMA.names or types != SCHEMA.types:
+        raise bad(f"unexpected schema {names}")
+    raw_keys, values, raw_defs, raw_children = (_raw_column(table, n, bad) for n in SCHEMA.names)
+    crc = _checksum([raw_keys, values, raw_defs, raw_children])
     if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
         raise bad("checksum mismatch")
+    # Only now, with the content known to be what the writer wrote, is text decoded.
+    keys = _text_column(raw_keys, "key", bad)
+    defs = _text_column(raw_defs, "def", bad)
+    children = _text_column(raw_children, "child", bad)
+    if any(k is None for k in keys):
+        raise bad("null key")
 
     system: dict[str, bytes] = {}
     n_system = 0
@@ -265,10 +321,10 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         n_system += 1
     ints: dict[str, int] = {}
     for k in _INT_KEYS & system.keys():
-        try:
-            ints[k] = int(system[k].decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            raise bad(f"system key {k} is not an integer") from None
+        text = system[k].decode("latin-1")
+        if not _is_decimal(text) or int(text) > _INT_MAX.get(k, MAX_VERSION):
+            raise bad(f"system key {k} is not a non-negative integer in range")
+        ints[k] = int(text)
     texts: dict[str, str] = {}
     for k in _TEXT_KEYS & system.keys():
         try:
@@ -299,6 +355,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
             if c is not None or (v is None) == (d is None):
                 raise bad("leaf row must hold exactly one of value or def and no child")
+            if d is not None and not _is_file_path(d, "def/"):
+                raise bad(f"def {d[:80]!r} is not a path in def/")
             leaf_values.append(DefRef(d) if d is not None else v)  # type: ignore[arg-type]
         node = Node(height=0, keys=node_keys, values=tuple(leaf_values))
     else:
@@ -306,6 +364,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
             if c is None or v is not None or d is not None:
                 raise bad("internal row must hold a child and nothing else")
+            if not _is_file_path(c, "node/"):
+                raise bad(f"child {c[:80]!r} is not a path in node/")
             kids.append(c)
         node = Node(height=height, keys=node_keys, children=tuple(kids))
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from olympia.errors import InvalidDefinitionError
+from olympia.errors import InvalidArgumentError, InvalidDefinitionError
 from olympia.proto.objects_pb2 import CatalogDefinition
+from olympia.validate import require_text_mapping, show
 
 FORMAT_VERSION = 1
 
@@ -51,16 +52,19 @@ def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
         value = merged[name]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidDefinitionError(
-                f"{name} must be an integer in [{low}, {high}], got {value!r}"
+                f"catalog definition option {name!r} must be an integer in [{low}, {high}], "
+                f"got {show(value)}"
             )
     for name, choices in _CHOICES.items():
-        if merged[name] not in choices:
-            raise InvalidDefinitionError(f"{name} must be one of {choices}, got {merged[name]!r}")
-    props = options.get("properties") or {}
-    if not isinstance(props, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in props.items()
-    ):
-        raise InvalidDefinitionError("properties must map strings to strings")
+        value = merged[name]
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidDefinitionError(
+                f"catalog definition option {name!r} must be one of {choices}, got {show(value)}"
+            )
+    try:
+        props = require_text_mapping("properties", options.get("properties"))
+    except InvalidArgumentError as exc:
+        raise InvalidDefinitionError(f"catalog definition: {exc}") from None
     definition = CatalogDefinition(format_version=FORMAT_VERSION, **merged)
     definition.properties.update(props)
     return definition

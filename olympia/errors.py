@@ -50,14 +50,6 @@ class VersionNotFoundError(OlympiaError):
     """The requested catalog version does not exist or has been expired."""
 
 
-class InvalidDefinitionError(OlympiaError):
-    """A catalog definition value is out of range or unknown."""
-
-
-class InvalidNameError(OlympiaError):
-    """An object name is empty, too long or uses forbidden characters."""
-
-
 class InvalidArgumentError(OlympiaError, ValueError):
     """An argument of a public call has a bad value; the message names it.
 
@@ -71,6 +63,14 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
 
     Also a :class:`TypeError` (and, through its base, a :class:`ValueError`).
     """
+
+
+class InvalidDefinitionError(InvalidArgumentError):
+    """A catalog definition option is unknown, of the wrong type or out of range."""
+
+
+class InvalidNameError(InvalidArgumentError):
+    """An object name is not a string, is empty, too long or uses forbidden characters."""
 
 
 # --- catalog objects ---------------------------------------------------------

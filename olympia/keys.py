@@ -98,12 +98,14 @@ def _validate_str(kind: str, name: str, max_size: int) -> str:
 
 def validate_transaction_id(txn_id: object) -> str:
     """Transaction ids are 1-64 characters from ``[A-Za-z0-9_-]``."""
-    if (
-        not isinstance(txn_id, str)
-        or not 0 < len(txn_id) <= TRANSACTION_ID_MAX_SIZE
-        or not all(c.isascii() and (c.isalnum() or c in "_-") for c in txn_id)
+    if not isinstance(txn_id, str):
+        raise InvalidNameError(f"a transaction id must be a string, got {type(txn_id).__name__}")
+    if not 0 < len(txn_id) <= TRANSACTION_ID_MAX_SIZE or not all(
+        c.isascii() and (c.isalnum() or c in "_-") for c in txn_id
     ):
-        raise InvalidNameError(f"invalid transaction id {txn_id!r}")
+        raise InvalidNameError(
+            f"invalid transaction id {txn_id[:80]!r}: use 1-64 of A-Z a-z 0-9 _ -"
+        )
     return txn_id
 
 

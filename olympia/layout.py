@@ -15,7 +15,9 @@ DEF_DIR = "def"
 DTXN_DIR = "dtxn"
 LATEST_HINT = f"{VERSION_DIR}/latest"
 OLDEST_FLOOR = f"{VERSION_DIR}/oldest"
-MAX_VERSION = (1 << VERSION_BITS) - 1
+#: Versions are 0 <= v < 2**63 (spec/format.md §2.1): they fit a signed 64-bit
+#: integer, and the most significant bit of a root file name is always 0.
+MAX_VERSION = (1 << (VERSION_BITS - 1)) - 1
 
 
 def version_file_name(version: int) -> str:
@@ -31,7 +33,7 @@ def version_file_name(version: int) -> str:
 
 def parse_version_file_name(name: str) -> int:
     """Inverse of :func:`version_file_name`."""
-    if len(name) != VERSION_BITS or set(name) - {"0", "1"}:
+    if len(name) != VERSION_BITS or set(name) - {"0", "1"} or name[-1] != "0":
         raise CorruptCatalogError(f"{name!r} is not a root file name")
     return int(name[::-1], 2)
 

@@ -14,6 +14,7 @@ from olympia.keys import KeyCodec
 from olympia.objects import NamespaceInfo, TableInfo, ViewInfo, parse
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
+from olympia.validate import require_namespace, require_table_name, require_view_name
 
 A = apb.ActionType
 
@@ -49,6 +50,7 @@ class CatalogReader:
 
     def namespace_exists(self, namespace: str) -> bool:
         """Whether ``namespace`` exists. Raises InvalidNameError for a bad name."""
+        require_namespace(self._keys, "namespace", namespace)
         return self._read(A.NAMESPACE_EXISTS, self._keys.namespace(namespace)) is not None
 
     def describe_namespace(self, namespace: str) -> NamespaceInfo:
@@ -57,6 +59,7 @@ class CatalogReader:
         Raises:
             NamespaceNotFoundError: it does not exist.
         """
+        require_namespace(self._keys, "namespace", namespace)
         data = self._read(A.NAMESPACE_DESCRIBE, self._keys.namespace(namespace))
         if data is None:
             raise NamespaceNotFoundError(f"namespace {namespace!r} does not exist")
@@ -78,6 +81,8 @@ class CatalogReader:
 
     def table_exists(self, namespace: str, name: str) -> bool:
         """Whether table ``namespace.name`` exists."""
+        require_namespace(self._keys, "namespace", namespace)
+        require_table_name(self._keys, "name", name)
         return self._read(A.TABLE_EXISTS, self._keys.table(namespace, name)) is not None
 
     def describe_table(self, namespace: str, name: str) -> TableInfo:
@@ -86,6 +91,8 @@ class CatalogReader:
         Raises:
             TableNotFoundError: it does not exist.
         """
+        require_namespace(self._keys, "namespace", namespace)
+        require_table_name(self._keys, "name", name)
         data = self._read(A.TABLE_DESCRIBE, self._keys.table(namespace, name))
         if data is None:
             raise TableNotFoundError(f"table {namespace}.{name} does not exist")
@@ -99,6 +106,7 @@ class CatalogReader:
         Raises:
             NamespaceNotFoundError: the namespace does not exist.
         """
+        require_namespace(self._keys, "namespace", namespace)
         self._require_namespace(namespace)
         prefix = self._keys.tables_prefix(namespace)
         self._record(A.TABLES_LIST, prefix, True)
@@ -108,6 +116,8 @@ class CatalogReader:
 
     def view_exists(self, namespace: str, name: str) -> bool:
         """Whether view ``namespace.name`` exists."""
+        require_namespace(self._keys, "namespace", namespace)
+        require_view_name(self._keys, "name", name)
         return self._read(A.VIEW_EXISTS, self._keys.view(namespace, name)) is not None
 
     def describe_view(self, namespace: str, name: str) -> ViewInfo:
@@ -116,6 +126,8 @@ class CatalogReader:
         Raises:
             ViewNotFoundError: it does not exist.
         """
+        require_namespace(self._keys, "namespace", namespace)
+        require_view_name(self._keys, "name", name)
         data = self._read(A.VIEW_DESCRIBE, self._keys.view(namespace, name))
         if data is None:
             raise ViewNotFoundError(f"view {namespace}.{name} does not exist")
@@ -129,6 +141,7 @@ class CatalogReader:
         Raises:
             NamespaceNotFoundError: the namespace does not exist.
         """
+        require_namespace(self._keys, "namespace", namespace)
         self._require_namespace(namespace)
         prefix = self._keys.views_prefix(namespace)
         self._record(A.VIEWS_LIST, prefix, True)

@@ -197,6 +197,8 @@ class CatalogStore:
             VersionNotFoundError: no such version, or it was expired.
             CorruptCatalogError: the root file is damaged.
         """
+        if not 0 <= version <= layout.MAX_VERSION:  # e.g. read from a damaged record
+            raise VersionNotFoundError(f"version {version} cannot exist: versions are below 2**63")
         path = layout.root_path(version)
         cached = self._roots.get(path)
         if cached is not None:
@@ -255,10 +257,11 @@ class CatalogStore:
             low, high = oldest, start  # the hint ran ahead of the roots
         else:
             low, step = start, 1
-            while exists(layout.root_path(low + step)):
+            # Never probe past the largest version a root file name can hold.
+            while low + step <= layout.MAX_VERSION and exists(layout.root_path(low + step)):
                 low += step
                 step *= 2
-            high = low + step
+            high = min(low + step, layout.MAX_VERSION + 1)
         while high - low > 1:
             mid = (low + high) // 2
             if exists(layout.root_path(mid)):

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from olympia import layout, tree
+from olympia import layout, tree, validate
 from olympia.conflicts import (
     MEMBER_READS,
     Footprint,
@@ -272,6 +272,8 @@ class Transaction(CatalogReader):
         Raises:
             NamespaceAlreadyExistsError, InvalidNameError, TransactionClosedError.
         """
+        validate.require_namespace(self._keys, "namespace", namespace)
+        validate.require_text_mapping("properties", properties)
         props = check_properties(properties)
         self._write(
             apb.Action(
@@ -290,8 +292,9 @@ class Transaction(CatalogReader):
         """Set and remove namespace properties (removing a missing key is a no-op).
 
         Raises:
-            NamespaceNotFoundError, OlympiaError (a key both set and unset).
+            NamespaceNotFoundError, InvalidArgumentError (a key both set and unset).
         """
+        _check_alter(self._keys, namespace, set, unset)
         props = check_properties(set)
         removed = list(unset or [])
         if not all(isinstance(k, str) for k in removed):
@@ -315,6 +318,7 @@ class Transaction(CatalogReader):
         Raises:
             NamespaceNotFoundError, NamespaceNotEmptyError.
         """
+        validate.require_namespace(self._keys, "namespace", namespace)
         self._write(apb.Action(type=A.NAMESPACE_DROP, object_key=self._keys.namespace(namespace)))
 
     # --- table writes ---------------------------------------------------------------
@@ -334,6 +338,9 @@ class Transaction(CatalogReader):
             NamespaceNotFoundError, TableAlreadyExistsError (also when a view has
             the name), InvalidNameError.
         """
+        _check_table(self._keys, namespace, name, properties)
+        validate.require_text("metadata_location", metadata_location, non_empty=True)
+        validate.require_text("format", format)
         _check_location(metadata_location)
         table = pb.Table(
             namespace=namespace,
@@ -360,6 +367,8 @@ class Transaction(CatalogReader):
         Raises:
             TableNotFoundError, NamespaceNotFoundError.
         """
+        _check_table(self._keys, namespace, name, properties)
+        validate.require_optional_text("metadata_location", metadata_location, non_empty=True)
         fields = []
         table = pb.Table(namespace=namespace, name=name)
         if metadata_location is not None:
@@ -385,6 +394,10 @@ class Transaction(CatalogReader):
             TableNotFoundError, NamespaceNotFoundError (target namespace),
             TableAlreadyExistsError (target name taken).
         """
+        validate.require_namespace(self._keys, "namespace", namespace)
+        validate.require_table_name(self._keys, "name", name)
+        validate.require_namespace(self._keys, "new_namespace", new_namespace)
+        validate.require_table_name(self._keys, "new_name", new_name)
         self._write(
             apb.Action(
                 type=A.TABLE_RENAME,
@@ -400,6 +413,8 @@ class Transaction(CatalogReader):
         Raises:
             TableNotFoundError.
         """
+        validate.require_namespace(self._keys, "namespace", namespace)
+        validate.require_table_name(self._keys, "name", name)
         self._write(apb.Action(type=A.TABLE_DROP, object_key=self._keys.table(namespace, name)))
 
     # --- view writes ----------------------------------------------------------------
@@ -447,6 +462,10 @@ class Transaction(CatalogReader):
             NamespaceNotFoundError, ViewAlreadyExistsError (also when a table has
             the name), InvalidNameError.
         """
+        _check_view(
+            self._keys, namespace, name, sql_text, substrait_plan,
+            dialect, schema_json, properties, metadata_location,
+        )  # fmt: skip
         view = self._view(
             namespace, name, sql_text, substrait_plan,
             dialect=dialect, schema_json=schema_json, properties=properties, metadata_location=metadata_location,
@@ -472,6 +491,10 @@ class Transaction(CatalogReader):
         Raises:
             ViewNotFoundError.
         """
+        _check_view(
+            self._keys, namespace, name, sql_text, substrait_plan,
+            dialect, schema_json, properties, metadata_location,
+        )  # fmt: skip
         view = self._view(
             namespace, name, sql_text, substrait_plan,
             dialect=dialect, schema_json=schema_json, properties=properties, metadata_location=metadata_location,
@@ -486,6 +509,8 @@ class Transaction(CatalogReader):
         Raises:
             ViewNotFoundError.
         """
+        validate.require_namespace(self._keys, "namespace", namespace)
+        validate.require_view_name(self._keys, "name", name)
         self._write(apb.Action(type=A.VIEW_DROP, object_key=self._keys.view(namespace, name)))
 
     # --- distributed transactions ------------------------------------------------------
@@ -899,6 +924,53 @@ def _dropping_version(store: CatalogStore, key: str, begin: int, latest: int) ->
         except VersionNotFoundError:
             break
     return None
+
+
+def _check_alter(keys: KeyCodec, namespace: object, set: object, unset: object) -> None:
+    """Argument checks of :meth:`Transaction.alter_namespace`."""
+    validate.require_namespace(keys, "namespace", namespace)
+    props = validate.require_text_mapping("set", set)
+    removed = validate.require_text_collection("unset", unset)
+    both = sorted(props.keys() & removed)
+    if both:
+        raise InvalidArgumentError(
+            f"properties {both} are both set and unset (arguments 'set' and 'unset')"
+        )
+
+
+def _check_table(keys: KeyCodec, namespace: object, name: object, properties: object) -> None:
+    """Argument checks shared by :meth:`Transaction.create_table` and ``update_table``."""
+    validate.require_namespace(keys, "namespace", namespace)
+    validate.require_table_name(keys, "name", name)
+    validate.require_text_mapping("properties", properties)
+
+
+def _check_view(
+    keys: KeyCodec,
+    namespace: object,
+    name: object,
+    sql_text: object,
+    substrait_plan: object,
+    dialect: object,
+    schema_json: object,
+    properties: object,
+    metadata_location: object,
+) -> None:
+    """Argument checks shared by :meth:`Transaction.create_view` and ``replace_view``."""
+    validate.require_namespace(keys, "namespace", namespace)
+    validate.require_view_name(keys, "name", name)
+    validate.require_optional_text("sql_text", sql_text)
+    if substrait_plan is not None:
+        validate.require_bytes("substrait_plan", substrait_plan)
+    if (sql_text is None) == (substrait_plan is None):
+        raise InvalidArgumentError(
+            "a view needs exactly one of sql_text and substrait_plan (arguments 'sql_text', "
+            "'substrait_plan')"
+        )
+    validate.require_text("dialect", dialect)
+    validate.require_text("schema_json", schema_json)
+    validate.require_text_mapping("properties", properties)
+    validate.require_text("metadata_location", metadata_location)
 
 
 def _check_location(location: object) -> None:

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import olympia
+from olympia import layout
 from olympia.codec import SCHEMA, NodeFile, RootInfo, decode_node, encode_node
 from olympia.errors import CorruptCatalogError
 from olympia.node import DefRef, Node
+from olympia.proto.objects_pb2 import CatalogDefinition
 
 keys = st.lists(st.text(min_size=1, max_size=12).map(lambda s: "AAAC" + s), unique=True).map(sorted)
 
@@ -93,3 +100,252 @@ def test_future_format_version_is_refused():
 def test_random_bytes_are_refused():
     with pytest.raises(CorruptCatalogError, match="unreadable Arrow IPC"):
         decode_node(b"hello world" * 10, "node/r.arrow")
+
+
+# --- damaged bytes --------------------------------------------------------------------
+
+
+def _root_file(compression: str) -> NodeFile:
+    info = RootInfo(
+        version=7,
+        catalog_def=b"\x08\x01",
+        transaction_id="t\u00e9",
+        previous_root="vn/" + "0" * 64,
+        rollback_from_root="vn/" + "1" + "0" * 63,
+        actions=(("AAACa", b"act1"), ("AAACb\u00e9", b"act2")),
+        begin_version=6,
+        isolation="serializable",
+        serialized_before=(3, 5),
+    )
+    node = Node(0, ("AAACa\u00e9", "AAACb"), (b"\x00\xff", DefRef("def/1-ab.binpb")))
+    return NodeFile(node, 1_700_000_000_000, info)
+
+
+SAMPLES = {
+    "root": _root_file,
+    "leaf": lambda c: NodeFile(Node(0, ("AAACa", "AAACb\u00e9"), (DefRef("def/x.binpb"), b"v")), 5),
+    "internal": lambda c: NodeFile(
+        Node(3, ("AAACa", "AAACm"), (), ("node/a.arrow", "node/b.arrow")), 5
+    ),
+}
+
+
+def _same(a: NodeFile, b: NodeFile) -> bool:
+    na, nb = a.node, b.node
+    return (na.height, na.keys, na.values, na.children, a.created_at_millis, a.root, a.extra) == (
+        nb.height, nb.keys, nb.values, nb.children, b.created_at_millis, b.root, b.extra
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd", "lz4"])
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+def test_every_damaged_byte_is_refused_or_harmless(kind, compression):
+    """Flip bits at every position of the file: the reader either refuses it as
+    damaged, naming the file, or (padding, unused bytes) reads the same content.
+    Never another exception, never a crash (damaged offsets used to make
+    pyarrow read out of bounds)."""
+    nf = SAMPLES[kind](compression)
+    data = encode_node(nf, compression)
+    assert _same(decode_node(data, "p"), nf)
+    refused = 0
+    for pos in range(len(data)):
+        for mask in (0x01, 0x80, 0xFF):
+            damaged = bytearray(data)
+            damaged[pos] ^= mask
+            try:
+                back = decode_node(bytes(damaged), "node/damaged.arrow")
+            except CorruptCatalogError as exc:
+                assert "node/damaged.arrow" in str(exc)
+                refused += 1
+            else:
+                assert _same(back, nf), f"byte {pos} ^ {mask:#x} changed the content unnoticed"
+    assert refused > len(data)  # most positions matter
+
+
+def _crc(columns: list[list[bytes | None]]) -> int:
+    """format.md §3.1, written out independently of the codec."""
+    crc = 0
+    for col in columns:
+        lengths = b"".join(
+            (-1 if v is None else len(v)).to_bytes(4, "little", signed=True) for v in col
+        )
+        crc = zlib.crc32(lengths, crc)
+        crc = zlib.crc32(b"".join(v for v in col if v is not None), crc)
+    return crc
+
+
+Row = tuple[bytes, bytes | None, bytes | None, bytes | None]
+
+
+def _craft(rows: list[Row], compression: str = "none") -> bytes:
+    """A node file with the given raw column bytes and a *correct* checksum, so
+    that only the checks after the checksum can refuse it."""
+    cols = [list(c) for c in zip(*rows)] if rows else [[], [], [], []]
+    schema = SCHEMA.with_metadata(
+        {
+            b"olympia.magic": b"olympia-node",
+            b"olympia.format-version": b"1",
+            b"olympia.checksum": f"crc32:{_crc(cols):08x}".encode(),
+        }
+    )
+    arrays = [
+        pa.array(col, pa.binary())
+        if name == "value"
+        else pa.array(col, pa.binary()).view(pa.utf8())
+        for name, col in zip(SCHEMA.names, cols)
+    ]
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
+    with pa.ipc.new_file(sink, schema, options=options) as w:
+        w.write_table(pa.table(arrays, schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+_ROOT = {"$version": b"7", "$catalog_def": b"\x08\x01", "$transaction_id": b"t", "$n_actions": b"0"}
+_LEAF_ROW: Row = (b"AAACa", b"v", None, None)
+
+
+def _rows(system: dict[str, bytes], *rows: Row, root: bool = False) -> list[Row]:
+    """System rows (defaults overridden by ``system``) followed by ``rows``."""
+    values = {"$created_at_millis": b"5", "$height": b"0", "$n_keys": b"1"}
+    values.update(_ROOT if root else {})
+    values.update(system)
+    return [
+        *((k.encode("utf-8", "surrogateescape"), v, None, None) for k, v in values.items()),
+        *rows,
+    ]
+
+
+BAD_UTF8 = b"AAAC\xff\xfe"
+CRAFTED = {
+    "key not UTF-8": _rows({}, (BAD_UTF8, b"v", None, None)),
+    "key a surrogate in UTF-8 form": _rows({}, (b"AAAC\xed\xa0\x80", b"v", None, None)),
+    "def not UTF-8": _rows({}, (b"AAACa", None, b"def/\xff.binpb", None)),
+    "child not UTF-8": _rows({"$height": b"1"}, (b"AAACa", None, None, b"node/\xc3")),
+    "system key not UTF-8": _rows({"$\udcff": b"1"}, _LEAF_ROW),
+    "transaction id not UTF-8": _rows({"$transaction_id": b"\xff"}, _LEAF_ROW, root=True),
+    "previous root not UTF-8": _rows({"$previous_root": b"vn/\x80"}, _LEAF_ROW, root=True),
+    "isolation not UTF-8": _rows({"$isolation": b"\xc0\xaf"}, _LEAF_ROW, root=True),
+    "action key not UTF-8": _rows(
+        {"$n_actions": b"1"}, _LEAF_ROW, (BAD_UTF8, b"act", None, None), root=True
+    ),
+    "height not ASCII": _rows({"$height": b"\xd9\xa0"}, _LEAF_ROW),
+    "height signed": _rows({"$height": b"+0"}, _LEAF_ROW),
+    "n_keys with separator": _rows({"$n_keys": b"0_1"}, _LEAF_ROW),
+    "created_at beyond year 9999": _rows({"$created_at_millis": b"99999999999999999"}, _LEAF_ROW),
+    "version 2**63": _rows({"$version": str(2**63).encode()}, _LEAF_ROW, root=True),
+    "version with spaces": _rows({"$version": b" 7 "}, _LEAF_ROW, root=True),
+    "begin version negative": _rows({"$begin_version": b"-1"}, _LEAF_ROW, root=True),
+    "serialized_before beyond 2**63": _rows(
+        {"$serialized_before": b"1," + str(2**63).encode()}, _LEAF_ROW, root=True
+    ),
+    "def outside def/": _rows({}, (b"AAACa", None, b"../../etc/passwd", None)),
+    "def in a subfolder": _rows({}, (b"AAACa", None, b"def/a/b.binpb", None)),
+    "def dot-dot": _rows({}, (b"AAACa", None, b"def/..", None)),
+    "child outside node/": _rows({"$height": b"1"}, (b"AAACa", None, None, b"vn/latest")),
+    "child absolute": _rows({"$height": b"1"}, (b"AAACa", None, None, b"/node/x.arrow")),
+}
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_damage_behind_a_valid_checksum_is_refused(compression):
+    """Files whose checksum holds but whose content breaks format.md §3: bytes
+    that are not UTF-8 in every text column and system value, malformed
+    integers, paths that leave their folder. Each must be refused as damage to
+    the file; the checksum must not be what refused it."""
+    good = _rows({}, (b"AAAC\xc3\xa9", None, b"def/x.binpb", None), root=True)
+    back = decode_node(_craft(good, compression), "p")  # the helper writes valid files
+    assert back.node.keys == ("AAAC\u00e9",)
+    assert back.node.values == (DefRef("def/x.binpb"),)
+    assert back.root is not None and back.root.transaction_id == "t"
+    wrong: dict[str, str] = {}
+    for case, rows in sorted(CRAFTED.items()):
+        try:
+            decode_node(_craft(rows, compression), "node/crafted.arrow")
+        except CorruptCatalogError as exc:
+            if "node/crafted.arrow" not in str(exc) or "checksum" in str(exc):
+                wrong[case] = str(exc)
+        except Exception as exc:  # anything else is the bug this test is about
+            wrong[case] = f"{type(exc).__name__}: {exc}"
+        else:
+            wrong[case] = "accepted"
+    assert wrong == {}
+
+
+def test_invalid_utf8_is_reported_as_checksum_damage_when_the_checksum_is_stale():
+    data = bytearray(encode_node(SAMPLES["leaf"]("none"), "none"))
+    pos = data.find(b"AAACb")
+    data[pos + 4] = 0xFF  # the first byte of the key's last character: no longer UTF-8
+    with pytest.raises(CorruptCatalogError, match="checksum mismatch"):
+        decode_node(bytes(data), "node/x.arrow")
+
+
+# --- damaged roots, through the catalog API ----------------------------------------------
+
+
+def _catalog_with_one_commit(tmp_path: Path) -> tuple[str, Path]:
+    uri = str(tmp_path / "c")
+    with olympia.create_catalog(uri, node_compression="none") as cat, cat.transaction() as t:
+        t.create_namespace("n", {"k": "v\u00e9"})
+        t.create_table("n", "t", "m/t")
+    return uri, tmp_path / "c" / layout.root_path(1)
+
+
+def _observe(uri: str) -> tuple[object, ...]:
+    cat = olympia.load_catalog(uri)
+    view = cat.latest()
+    seen = (
+        cat.version,
+        view.describe_namespace("n"),
+        view.describe_table("n", "t"),
+        [(h.version, h.transaction_id, h.isolation, h.actions) for h in cat.history()],
+    )
+    cat.close()
+    return seen
+
+
+def test_every_damaged_byte_of_a_root_is_refused_through_the_catalog(tmp_path):
+    uri, root = _catalog_with_one_commit(tmp_path)
+    data = root.read_bytes()
+    expected = _observe(uri)
+    for pos in range(len(data)):
+        damaged = bytearray(data)
+        damaged[pos] ^= 0xFF
+        root.write_bytes(bytes(damaged))
+        try:
+            seen = _observe(uri)
+        except CorruptCatalogError as exc:
+            assert root.name in str(exc), f"byte {pos}: {exc}"
+        else:
+            assert seen == expected, f"byte {pos} changed what the catalog shows, unnoticed"
+
+
+def test_unusable_catalog_definition_in_a_root_is_refused(tmp_path):
+    """A root whose checksum holds but whose definition this reader cannot use
+    (it would fail later, inside pyarrow or the key codec) is damage to that root."""
+    uri, root = _catalog_with_one_commit(tmp_path)
+    good = decode_node(root.read_bytes(), "vn/x")
+    assert good.root is not None
+    bad_definitions = {
+        "unknown compression": CatalogDefinition(
+            format_version=1, node_order=8, node_compression="gzip"
+        ),
+        "node order 2": CatalogDefinition(format_version=1, node_order=2),
+        "zero name size": CatalogDefinition(
+            format_version=1, node_order=8, namespace_name_max_size=0
+        ),
+        "unknown isolation": CatalogDefinition(
+            format_version=1, node_order=8, default_isolation="x"
+        ),
+    }
+    accepted = []
+    for case, definition in bad_definitions.items():
+        info = replace(good.root, catalog_def=definition.SerializeToString())
+        root.write_bytes(encode_node(replace(good, root=info), "none"))
+        try:
+            olympia.load_catalog(uri).latest()
+        except CorruptCatalogError as exc:
+            assert root.name in str(exc) and "definition" in str(exc)
+        else:
+            accepted.append(case)
+    assert accepted == []

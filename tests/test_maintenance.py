@@ -10,7 +10,12 @@ import pytest
 
 import olympia
 from olympia import layout
-from olympia.errors import CatalogAlreadyExistsError, OlympiaError, VersionNotFoundError
+from olympia.errors import (
+    CatalogAlreadyExistsError,
+    InvalidArgumentError,
+    OlympiaError,
+    VersionNotFoundError,
+)
 
 
 def _tables(view, ns="n"):
@@ -58,9 +63,9 @@ def test_rollback_rolls_forward(cat):
     with pytest.raises(VersionNotFoundError):
         cat.rollback_to(100)
     for bad in (-1, "3", 2.0, None):
-        with pytest.raises(VersionNotFoundError, match="non-negative integer"):
+        with pytest.raises(InvalidArgumentError, match="non-negative integer"):
             cat.at_version(bad)
-        with pytest.raises(VersionNotFoundError, match="non-negative integer"):
+        with pytest.raises(InvalidArgumentError, match="non-negative integer"):
             cat.rollback_to(bad)
 
 

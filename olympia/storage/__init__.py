@@ -12,7 +12,29 @@ from olympia.storage.base import Storage, check_path
 from olympia.storage.local import LocalStorage
 from olympia.storage.memory import MemoryStorage
 
-__all__ = ["LocalStorage", "MemoryStorage", "Storage", "check_path", "open_storage"]
+__all__ = ["LocalStorage", "MemoryStorage", "Storage", "check_path", "open_storage", "uri_problem"]
+
+#: URI protocols with a known atomic put-if-absent (anything else is refused).
+LOCAL_PROTOCOLS = ("file", "local")
+S3_PROTOCOLS = ("s3", "s3a")
+PROTOCOLS = (*LOCAL_PROTOCOLS, "memory", *S3_PROTOCOLS)
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why :func:`open_storage` would refuse ``uri`` before trying it, or None."""
+    if not uri:
+        return "is empty"
+    protocol, sep, rest = uri.partition("://")
+    if not sep:
+        return None
+    if protocol.lower() not in PROTOCOLS:
+        return (
+            f"uses protocol {protocol!r}, which is not supported; no atomic put-if-absent "
+            f"is known for it (supported: local paths, file://, memory://, s3://, s3a://)"
+        )
+    if protocol.lower() in S3_PROTOCOLS and not rest.strip("/").partition("/")[0]:
+        return "names no S3 bucket"
+    return None
 
 
 def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
@@ -39,11 +61,11 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     if not sep:
         return LocalStorage(uri)
     protocol = protocol.lower()
-    if protocol in ("file", "local"):
+    if protocol in LOCAL_PROTOCOLS:
         return LocalStorage(LocalFileSystem._strip_protocol(uri))
     if protocol == "memory":
         return MemoryStorage(rest)
-    if protocol in ("s3", "s3a"):
+    if protocol in S3_PROTOCOLS:
         try:
             from olympia.storage.s3 import S3Storage
         except ImportError as exc:
