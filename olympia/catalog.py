@@ -17,7 +17,7 @@ from olympia.errors import (
     ReadOnlyError,
     VersionNotFoundError,
 )
-from olympia.maintenance import ExpireResult, VersionInfo
+from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
 from olympia.node import EMPTY_LEAF
 from olympia.objects import TransactionInfo, parse
 from olympia.proto import objects_pb2 as pb
@@ -70,13 +70,15 @@ class CatalogVersion(CatalogReader):
 
     def get(self, key: str) -> bytes | None:
         """The raw value stored under an object key, or None."""
-        value = tree.get(self._root.node, key, self._store.load_node)
-        return None if value is None else self._store.read_value(value)
+        with self._store.reading(self.version):
+            value = tree.get(self._root.node, key, self._store.load_node)
+            return None if value is None else self._store.read_value(value)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
-        for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
-            yield key, self._store.read_value(value)
+        with self._store.reading(self.version):
+            for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
+                yield key, self._store.read_value(value)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith(("create_", "drop_", "alter_", "update_", "rename_", "replace_")):
@@ -113,7 +115,7 @@ class Catalog:
 
     @property
     def definition(self) -> pb.CatalogDefinition:
-        return self._store.load_root(self.version).definition
+        return self._store.load_latest().definition
 
     # --- reading ---------------------------------------------------------------------
 
@@ -124,15 +126,13 @@ class Catalog:
             VersionNotFoundError: the version does not exist or was expired.
         """
         _check_version(version)
-        oldest = self.oldest_version
-        if version < oldest:
-            raise VersionNotFoundError(f"version {version} was expired (oldest kept: {oldest})")
-        return CatalogVersion(self._store, self._store.load_root(version))
+        # The floor is read from storage even when the root is cached.
+        return CatalogVersion(self._store, self._store.load_root(version, fresh=True))
 
     def latest(self) -> CatalogVersion:
         """A read-only view of the latest version."""
-        # The probe already honours the floor; no second read of vn/oldest.
-        return CatalogVersion(self._store, self._store.load_root(self.version))
+        # Starts over if expiration removes the version found before it is read.
+        return CatalogVersion(self._store, self._store.load_latest())
 
     def as_of(self, when: datetime) -> CatalogVersion:
         """A read-only view of the last version created at or before ``when``.
@@ -145,10 +145,14 @@ class Catalog:
     def history(self, since: int | None = None) -> list[VersionInfo]:
         """Every retained version (from ``since`` if given), oldest first."""
         start = max(self.oldest_version, since or 0)
-        return [
-            maintenance.version_info(self._store.load_root(v))
-            for v in range(start, self.version + 1)
-        ]
+        out: list[VersionInfo] = []
+        for v in range(start, self.version + 1):
+            try:
+                out.append(maintenance.version_info(self._store.load_root(v)))
+            except VersionNotFoundError:
+                if v >= self.oldest_version:
+                    raise  # not expired meanwhile: really missing
+        return out
 
     # --- transactions ---------------------------------------------------------------
 
@@ -160,7 +164,7 @@ class Catalog:
         ``isolation`` is ``"snapshot"`` or ``"serializable"`` (default: the
         catalog definition's ``default_isolation``).
         """
-        root = self._store.load_root(self.version)
+        root = self._store.load_latest()
         return Transaction(
             self._store,
             root,
@@ -253,6 +257,13 @@ class Catalog:
             self._store, older_than, keep_last, grace_seconds, open_txns
         )
 
+    def fsck(self) -> FileCheck:
+        """Check the catalog's files (spec/transactions.md §8.3): every file a
+        kept version, a pin or an open distributed transaction needs is present
+        and undamaged; the result also lists the orphans, files nothing kept
+        needs."""
+        return maintenance.check_files(self._store)
+
     # --- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
@@ -306,7 +317,7 @@ def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = No
     """
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
     store = CatalogStore(storage)
-    root = store.load_root(store.latest_version())
+    root = store.load_latest()
     if root.definition.format_version > FORMAT_VERSION:
         raise CorruptCatalogError(
             f"catalog at {storage.location} has format version {root.definition.format_version}; "
