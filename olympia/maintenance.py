@@ -102,7 +102,19 @@ def version_as_of(store: CatalogStore, when: datetime) -> int:
         VersionNotFoundError: every retained version is newer.
     """
     target = when.timestamp() * 1000
-    low, high = store.oldest_version(), store.latest_version()
+    for _ in range(8):
+        floor = store.oldest_version()
+        try:
+            return _search_as_of(store, floor, target, when)
+        except VersionNotFoundError:
+            if store.oldest_version() == floor:
+                raise
+            # expiration moved the floor during the search: search again
+    raise VersionNotFoundError("expiration kept moving the oldest version; try again")
+
+
+def _search_as_of(store: CatalogStore, low: int, target: float, when: datetime) -> int:
+    high = store.latest_version()
     if store.load_root(low).created_at_millis > target:
         raise VersionNotFoundError(
             f"no retained version was created at or before {when.isoformat()}"
