@@ -243,9 +243,12 @@ class Catalog:
 
         Keeps every version created at or after ``older_than`` and the last
         ``keep_last`` versions (with neither, keeps only the latest), every
-        version pinned by an export, and everything open distributed
-        transactions need. Files younger than ``grace_seconds`` are never
-        deleted, since they may belong to a commit in flight.
+        version pinned by an export or a running rollback, and everything
+        open distributed transactions need. Files younger than
+        ``grace_seconds`` are never deleted, since they may belong to a
+        commit in flight; older temporary files of killed writers and lapsed
+        pins are removed. A run killed at any point is completed by the next
+        one (spec/transactions.md §8.3).
         """
         listed = self.list_transactions(include_expired=True)
         now = time.time() * 1000
