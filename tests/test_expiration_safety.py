@@ -639,3 +639,65 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
     cat.expire_versions(keep_last=1, grace_seconds=0)
     check = cat.fsck()
     assert check.clean, check
+
+
+def test_the_record_of_a_killed_export_lapses(tmp_path):
+    cat = _new(str(tmp_path / "c"))
+    _fill(cat, "a")
+    _replace_all(cat, "a", "b")
+    killed = {
+        "name": "killed",
+        "state": "copying",
+        "from_version": 0,
+        "version": 1,
+        "created_at_millis": 1,
+        "renewed_at_millis": 1,
+    }
+    running = dict(killed, name="running", renewed_at_millis=int(time.time() * 1000))
+    cat.store.storage.put_if_absent("exports/killed.json", json.dumps(killed).encode())
+    cat.store.storage.put_if_absent("exports/running.json", json.dumps(running).encode())
+    result = cat.expire_versions(keep_last=1, grace_seconds=0)
+    assert result.deleted_pins == 1 and result.deleted_roots == 0  # 0 and 1 still pinned
+    assert cat.store.storage.list("exports") == ["exports/running.json"]
+    cat.store.storage.delete("exports/running.json")
+    assert cat.expire_versions(keep_last=1, grace_seconds=0).deleted_roots == 2
+    assert cat.fsck().clean
+
+
+@pytest.mark.parametrize("mode", ["full", "minimal"])
+def test_an_export_failing_at_its_storage_calls_leaves_the_source_intact(tmp_path, mode):
+    tag = f"{os.getpid()}-{random.getrandbits(32)}"
+    base = _new(f"memory://export-base-{tag}")
+    expected = _messy_catalog(base, tmp_path, "base")
+    base.close()
+    counting = FaultyStorage(_clone(base.store.storage, f"export-count-{tag}").store.storage)
+    counted = olympia.load_catalog(counting)
+    counting.reset()
+    counted.export_snapshot("x", str(tmp_path / "count"), mode=mode)
+    calls = counting.count
+    try:
+        # About 40 crash points spread over the whole export (every call of a small one).
+        for k in range(1, calls + 1, max(1, calls // 40)):
+            cat = _clone(base.store.storage, f"export-{tag}-{k}")
+            wrapped = FaultyStorage(cat.store.storage)
+            exporting = olympia.load_catalog(wrapped)
+            wrapped.arm(k, FAIL)
+            target = tmp_path / f"t{k}"
+            try:
+                exporting.export_snapshot("x", str(target), mode=mode)
+            except OlympiaError:
+                # Failed: no record left behind (unless the delete itself failed).
+                if wrapped.hit is not None and wrapped.hit.op != "delete":
+                    assert cat.store.storage.list("exports") == ["exports/kept.json"]
+            else:
+                assert olympia.load_catalog(str(target)).fsck().ok
+            assert wrapped.hit is not None and wrapped.hit.number == k
+            assert cat.fsck().ok
+            for name in maintenance.exports(cat.store.storage):
+                if name == "x":
+                    cat.drop_export(name)
+            _check_converged(cat, expected)
+    finally:
+        store = MemoryFileSystem.store
+        for key in [key for key in tuple(store) if tag in key]:
+            store.pop(key, None)
