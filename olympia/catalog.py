@@ -18,7 +18,7 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 from olympia.layout import MAX_VERSION
-from olympia.maintenance import ExpireResult, VersionInfo
+from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
 from olympia.node import EMPTY_LEAF
 from olympia.objects import TransactionInfo, parse
 from olympia.proto import objects_pb2 as pb
@@ -73,8 +73,9 @@ class CatalogVersion(CatalogReader):
     def get(self, key: str) -> bytes | None:
         """The raw value stored under an object key, or None."""
         validate.require_text("key", key)
-        value = tree.get(self._root.node, key, self._store.load_node)
-        return None if value is None else self._store.read_value(value)
+        with self._store.reading(self.version):
+            value = tree.get(self._root.node, key, self._store.load_node)
+            return None if value is None else self._store.read_value(value)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
@@ -82,8 +83,9 @@ class CatalogVersion(CatalogReader):
         return self._scan_raw(prefix)
 
     def _scan_raw(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
-            yield key, self._store.read_value(value)
+        with self._store.reading(self.version):
+            for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
+                yield key, self._store.read_value(value)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith(("create_", "drop_", "alter_", "update_", "rename_", "replace_")):
@@ -120,7 +122,7 @@ class Catalog:
 
     @property
     def definition(self) -> pb.CatalogDefinition:
-        return self._store.load_root(self.version).definition
+        return self._store.load_latest().definition
 
     # --- reading ---------------------------------------------------------------------
 
@@ -132,15 +134,13 @@ class Catalog:
             InvalidArgumentError: ``version`` is not an integer in [0, 2**63).
         """
         validate.require_version("version", version)
-        oldest = self.oldest_version
-        if version < oldest:
-            raise VersionNotFoundError(f"version {version} was expired (oldest kept: {oldest})")
-        return CatalogVersion(self._store, self._store.load_root(version))
+        # The floor is read from storage even when the root is cached.
+        return CatalogVersion(self._store, self._store.load_root(version, fresh=True))
 
     def latest(self) -> CatalogVersion:
         """A read-only view of the latest version."""
-        # The probe already honours the floor; no second read of vn/oldest.
-        return CatalogVersion(self._store, self._store.load_root(self.version))
+        # Starts over if expiration removes the version found before it is read.
+        return CatalogVersion(self._store, self._store.load_latest())
 
     def as_of(self, when: datetime) -> CatalogVersion:
         """A read-only view of the last version created at or before ``when``.
@@ -156,10 +156,14 @@ class Catalog:
         """Every retained version (from ``since`` if given), oldest first."""
         validate.require_optional_version("since", since)
         start = max(self.oldest_version, since or 0)
-        return [
-            maintenance.version_info(self._store.load_root(v))
-            for v in range(start, self.version + 1)
-        ]
+        out: list[VersionInfo] = []
+        for v in range(start, self.version + 1):
+            try:
+                out.append(maintenance.version_info(self._store.load_root(v)))
+            except VersionNotFoundError:
+                if v >= self.oldest_version:
+                    raise  # not expired meanwhile: really missing
+        return out
 
     # --- transactions ---------------------------------------------------------------
 
@@ -175,7 +179,7 @@ class Catalog:
             InvalidArgumentError: bad ``isolation`` or ``max_attempts``.
         """
         _check_begin(isolation, max_attempts)
-        root = self._store.load_root(self.version)
+        root = self._store.load_latest()
         return Transaction(
             self._store,
             root,
@@ -280,9 +284,12 @@ class Catalog:
 
         Keeps every version created at or after ``older_than`` and the last
         ``keep_last`` versions (with neither, keeps only the latest), every
-        version pinned by an export, and everything open distributed
-        transactions need. Files younger than ``grace_seconds`` are never
-        deleted, since they may belong to a commit in flight.
+        version pinned by an export or a running rollback, and everything
+        open distributed transactions need. Files younger than
+        ``grace_seconds`` are never deleted, since they may belong to a
+        commit in flight; older temporary files of killed writers and lapsed
+        pins are removed. A run killed at any point is completed by the next
+        one (spec/transactions.md §8.3).
 
         Raises:
             InvalidArgumentError: ``older_than`` is not a timezone-aware
@@ -302,6 +309,13 @@ class Catalog:
         return maintenance.expire_versions(
             self._store, older_than, keep_last, grace_seconds, open_txns
         )
+
+    def fsck(self) -> FileCheck:
+        """Check the catalog's files (spec/transactions.md §8.3): every file a
+        kept version, a pin or an open distributed transaction needs is present
+        and undamaged; the result also lists the orphans, files nothing kept
+        needs."""
+        return maintenance.check_files(self._store)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -371,7 +385,7 @@ def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = No
     _check_uri(uri, storage_options)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
     store = CatalogStore(storage)
-    root = store.load_root(store.latest_version())
+    root = store.load_latest()
     if root.definition.format_version > FORMAT_VERSION:
         raise CorruptCatalogError(
             f"catalog at {storage.location} has format version {root.definition.format_version}; "

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from olympia import layout
-from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
+from olympia import layout, tree
+from olympia.codec import decode_node
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
@@ -28,10 +29,16 @@ from olympia.node import DefRef, Node
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import Storage, open_storage
-from olympia.store import CatalogStore, Root, parse_definition
+from olympia.storage.local import TMP_DIR
+from olympia.store import CatalogStore, MissingFileError, Root, parse_definition
+from olympia.transaction import key_codec
 
 A = apb.ActionType
 EXPORT_DIR = "exports"
+PIN_DIR = "pins"
+#: A rollback pin, or the record of an unfinished export, lapses this long
+#: after it was last written (spec/transactions.md §8.1).
+PIN_TTL_MILLIS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,14 @@ class ExpireResult:
 
     oldest_version: int
     deleted_roots: int
+    #: Node, definition and distributed-transaction state files.
     deleted_files: int
+    #: Lapsed pins: rollback pins and records of exports that never finished.
+    deleted_pins: int = 0
+    #: Temporary files of killed writers.
+    deleted_temporary_files: int = 0
+    #: Pins whose versions could not be kept because files were already gone.
+    broken_pins: tuple[str, ...] = ()
 
 
 def _version_of_root_path(path: str | None) -> int | None:
@@ -88,7 +102,19 @@ def version_as_of(store: CatalogStore, when: datetime) -> int:
         VersionNotFoundError: every retained version is newer.
     """
     target = when.timestamp() * 1000
-    low, high = store.oldest_version(), store.latest_version()
+    for _ in range(8):
+        floor = store.oldest_version()
+        try:
+            return _search_as_of(store, floor, target, when)
+        except VersionNotFoundError:
+            if store.oldest_version() == floor:
+                raise
+            # expiration moved the floor during the search: search again
+    raise VersionNotFoundError("expiration kept moving the oldest version; try again")
+
+
+def _search_as_of(store: CatalogStore, low: int, target: float, when: datetime) -> int:
+    high = store.latest_version()
     if store.load_root(low).created_at_millis > target:
         raise VersionNotFoundError(
             f"no retained version was created at or before {when.isoformat()}"
@@ -103,50 +129,172 @@ def version_as_of(store: CatalogStore, when: datetime) -> int:
 
 
 def rollback_to(store: CatalogStore, version: int, max_attempts: int = 64) -> int:
-    """Publish a new version whose tree is ``version``'s; return the new version."""
-    source = store.load_root(version)
-    action = apb.Action(type=A.CATALOG_ROLLBACK, object_key="")
-    encoded = [("", action.SerializeToString(deterministic=True))]
-    for _ in range(max_attempts):
-        latest = store.load_root(store.latest_version())
-        try:
-            return store.commit(
-                latest.version + 1,
-                source.node,
-                latest.definition,
-                uuid.uuid4().hex,
-                actions=encoded,
-                previous_root=latest.path,
-                rollback_from_root=latest.path,
-                begin_version=latest.version,
-            ).version
-        except CommitConflictError as exc:
-            if exc.rule != "version-taken":
-                raise
+    """Publish a new version whose tree is ``version``'s; return the new version.
+
+    ``version`` is pinned while the rollback runs (spec/transactions.md §8.1).
+
+    Raises:
+        VersionNotFoundError: ``version`` does not exist or was expired.
+    """
+    with _pinned(store, version) as pin:
+        source = store.load_root(version)
+        action = apb.Action(type=A.CATALOG_ROLLBACK, object_key="")
+        encoded = [("", action.SerializeToString(deterministic=True))]
+        for _ in range(max_attempts):
+            if _now_millis() - pin.renewed_at_millis > PIN_TTL_MILLIS // 2:
+                raise OlympiaError(
+                    f"rollback to version {version} took too long: its pin would lapse; try again"
+                )
+            latest = store.load_latest()
+            try:
+                return store.commit(
+                    latest.version + 1,
+                    source.node,
+                    latest.definition,
+                    uuid.uuid4().hex,
+                    actions=encoded,
+                    previous_root=latest.path,
+                    rollback_from_root=latest.path,
+                    begin_version=latest.version,
+                ).version
+            except CommitConflictError as exc:
+                if exc.rule != "version-taken":
+                    raise
     raise CommitConflictError("rollback lost the race too often", rule="retries-exhausted")
+
+
+# --- pins ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A record that keeps versions ``from_version .. version`` from expiration
+    (spec/transactions.md §8.1)."""
+
+    path: str
+    kind: str
+    from_version: int
+    version: int
+    renewed_at_millis: int
+    #: False for the record of a finished export, which pins until dropped.
+    lapses: bool
+
+    def lapsed(self, now_millis: float) -> bool:
+        return self.lapses and now_millis - self.renewed_at_millis > PIN_TTL_MILLIS
+
+    def versions(self) -> range:
+        return range(self.from_version, self.version + 1)
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def _pin_from_record(path: str, record: Any) -> Pin | None:
+    try:
+        version = int(record["version"])
+        from_version = int(record.get("from_version", version))
+        created = int(record.get("created_at_millis", 0))
+        renewed = int(record.get("renewed_at_millis", created))
+        state = str(record.get("state", "done"))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if path.startswith(f"{EXPORT_DIR}/"):
+        return Pin(path, "export", from_version, version, renewed, state != "done")
+    return Pin(path, str(record.get("kind", "rollback")), from_version, version, renewed, True)
+
+
+def read_pins(storage: Storage) -> list[Pin]:
+    """Every pin of a catalog: rollback pins and export records.
+
+    Files that are not pin records are skipped (pins are written whole with
+    put-if-absent or overwrite, so a reader never sees half a pin).
+    """
+    pins: list[Pin] = []
+    for folder in (PIN_DIR, EXPORT_DIR):
+        for path in storage.list(folder):
+            try:
+                record = json.loads(storage.read(path))
+            except StorageFileNotFoundError:
+                continue  # removed meanwhile
+            except ValueError:
+                continue
+            pin = _pin_from_record(path, record)
+            if pin is not None:
+                pins.append(pin)
+    return pins
+
+
+@contextlib.contextmanager
+def _pinned(store: CatalogStore, version: int) -> Iterator[Pin]:
+    """Pin ``version`` for the block: write the pin, then read the floor.
+
+    Raises:
+        VersionNotFoundError: ``version`` is below the floor (the pin is removed).
+    """
+    now = _now_millis()
+    path = f"{PIN_DIR}/{uuid.uuid4().hex}.json"
+    record = {
+        "kind": "rollback",
+        "from_version": version,
+        "version": version,
+        "created_at_millis": now,
+        "renewed_at_millis": now,
+    }
+    try:
+        store.storage.put_if_absent(path, json.dumps(record, sort_keys=True).encode())
+        floor = store.oldest_version()  # from storage, after the pin (§8.1)
+        if version < floor:
+            raise VersionNotFoundError(f"version {version} was expired (oldest kept: {floor})")
+        yield Pin(path, "rollback", version, version, now, True)
+    finally:
+        # Once the new version is published it keeps the nodes reachable; a
+        # pin that cannot be removed lapses after PIN_TTL.
+        with contextlib.suppress(StorageError):
+            store.storage.delete(path)
 
 
 # --- walking trees ----------------------------------------------------------------
 
 
+def _walk(
+    store: CatalogStore,
+    node: Node,
+    seen: set[str],
+    missing: list[str] | None = None,
+) -> None:
+    """Add to ``seen`` the paths of every node and definition file ``node``
+    reaches. Children may be in-memory nodes (a tree not yet written).
+
+    With ``missing``, a node file that is missing or damaged is recorded
+    there and skipped instead of raised.
+    """
+    if node.is_leaf:
+        for v in node.values:
+            if isinstance(v, DefRef):
+                seen.add(v.path)
+        return
+    for child in node.children:
+        if isinstance(child, Node):
+            _walk(store, child, seen, missing)
+            continue
+        if child in seen:
+            continue  # shared subtree: already walked
+        try:
+            loaded = store.load_node(child)
+        except CorruptCatalogError:
+            if missing is None:
+                raise
+            missing.append(child)
+            continue
+        seen.add(child)
+        _walk(store, loaded, seen, missing)
+
+
 def _reachable(store: CatalogStore, roots: Iterable[Root], seen: set[str]) -> None:
     """Add to ``seen`` the paths of every node and definition file the roots reach."""
-
-    def walk(node: Node) -> None:
-        if node.is_leaf:
-            for v in node.values:
-                if isinstance(v, DefRef):
-                    seen.add(v.path)
-            return
-        for child in node.children:
-            assert isinstance(child, str)
-            if child in seen:
-                continue  # shared subtree: already walked
-            seen.add(child)
-            walk(store.load_node(child))
-
     for root in roots:
-        walk(root.node)
+        _walk(store, root.node, seen)
 
 
 # --- export -------------------------------------------------------------------------
@@ -177,6 +325,49 @@ def exports(storage: Storage) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _load_kept(store: CatalogStore, version: int) -> Root:
+    """The root of a version that is kept by the floor or by a pin."""
+    try:
+        return store.load_root(version)
+    except VersionNotFoundError:
+        return _load_pinned(store, version)  # pinned below a floor that moved meanwhile
+
+
+class _ExportRecord:
+    """The record ``exports/<name>.json`` of one export, written first (§8.2)."""
+
+    def __init__(self, storage: Storage, name: str, target: str, mode: str) -> None:
+        self.storage = storage
+        self.path = f"{EXPORT_DIR}/{name}.json"
+        self.fields: dict[str, Any] = {
+            "name": name,
+            "target": target,
+            "mode": mode,
+            "created_at_millis": _now_millis(),
+        }
+
+    def _data(self) -> bytes:
+        return json.dumps(self.fields, sort_keys=True).encode()
+
+    def create(self, low: int, version: int) -> None:
+        self.fields.update(
+            state="copying", from_version=low, version=version, renewed_at_millis=_now_millis()
+        )
+        try:
+            self.storage.put_if_absent(self.path, self._data())
+        except StorageFileExistsError:
+            name = self.fields["name"]
+            raise OlympiaError(f"an export named {name!r} already exists") from None
+
+    def update(self, **fields: Any) -> None:
+        self.fields.update(fields, renewed_at_millis=_now_millis())
+        self.storage.overwrite(self.path, self._data())
+
+    def renew_if_old(self) -> None:
+        if _now_millis() - int(self.fields["renewed_at_millis"]) > PIN_TTL_MILLIS // 4:
+            self.update()
+
+
 def export_snapshot(
     store: CatalogStore,
     name: str,
@@ -184,51 +375,82 @@ def export_snapshot(
     mode: str,
     storage_options: dict[str, Any] | None,
 ) -> int:
-    """Copy the latest version to a new catalog at ``target_uri``; return the exported version."""
+    """Copy the latest version to a new catalog at ``target_uri``; return the
+    exported version (spec/transactions.md §8.2)."""
     _check_export_name(name)
     if mode not in ("full", "minimal"):
         raise OlympiaError(f"export mode must be 'full' or 'minimal', got {mode!r}")
-    marker = f"{EXPORT_DIR}/{name}.json"
-    if store.storage.exists(marker):
+    if store.storage.exists(f"{EXPORT_DIR}/{name}.json"):
         raise OlympiaError(f"an export named {name!r} already exists")
     target = open_storage(target_uri, storage_options)
     if target.list(layout.VERSION_DIR):
         raise CatalogAlreadyExistsError(f"a catalog already exists at {target.location}")
-    latest = store.load_root(store.latest_version())
-    if mode == "full":
-        roots = [store.load_root(v) for v in range(store.oldest_version(), latest.version + 1)]
-    else:
-        roots = [latest]
+    record = _ExportRecord(store.storage, name, target.location, mode)
+    latest = store.load_latest()
+    low = store.oldest_version() if mode == "full" else latest.version
+    record.create(low, latest.version)  # the pin comes first ...
+    try:
+        for _ in range(8):
+            floor = store.oldest_version()  # ... then the floor (§8.1)
+            if latest.version >= floor:
+                break
+            latest = store.load_latest()  # the exported version was expired: start over
+            low = floor if mode == "full" else latest.version
+            record.update(from_version=low, version=latest.version)
+        else:
+            raise VersionNotFoundError("expiration kept overtaking the export; try again")
+        low = max(low, floor)
+        _copy_export(store, target, record, latest, low, mode)
+        record.update(state="done", from_version=latest.version, version=latest.version)
+    except BaseException:
+        with contextlib.suppress(StorageError):
+            store.storage.delete(record.path)
+        raise
+    return latest.version
+
+
+def _copy_export(
+    store: CatalogStore, target: Storage, record: _ExportRecord, latest: Root, low: int, mode: str
+) -> None:
+    keys = key_codec(latest.definition)
+    with store.reading(latest.version):
+        txn_keys = [
+            k for k, _ in tree.scan(latest.node, keys.transactions_prefix(), store.load_node)
+        ]
     files: set[str] = set()
-    _reachable(store, roots, files)
-    for path in sorted(files):
-        _copy(store.storage, target, path)
     if mode == "full":
+        roots = [
+            latest if v == latest.version else _load_kept(store, v)
+            for v in range(low, latest.version + 1)
+        ]
+        _reachable(store, roots, files)
+        # Open distributed transactions come along with their state, so they
+        # can be resumed in the target.
+        for key in txn_keys:
+            files.update(store.storage.list(f"{layout.DTXN_DIR}/{key[4:].rstrip()}"))
+        for path in sorted(files):
+            record.renew_if_old()
+            _copy(store.storage, target, path)
         for root in roots:
             _copy(store.storage, target, root.path)
-        if roots[0].version > 0:
-            target.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(roots[0].version))
-    else:
-        info = RootInfo(
-            version=0,
-            catalog_def=latest.info.catalog_def,
-            transaction_id=uuid.uuid4().hex,
-        )
-        target.put_if_absent(
-            layout.root_path(0), encode_node(NodeFile(latest.node, int(time.time() * 1000), info))
-        )
-    target.overwrite(
-        layout.LATEST_HINT, layout.encode_counter(latest.version if mode == "full" else 0)
-    )
-    record = {
-        "name": name,
-        "version": latest.version,
-        "target": target.location,
-        "mode": mode,
-        "created_at_millis": int(time.time() * 1000),
-    }
-    store.storage.put_if_absent(marker, json.dumps(record, sort_keys=True).encode())
-    return latest.version
+        if low > 0:
+            target.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(low))
+        target.overwrite(layout.LATEST_HINT, layout.encode_counter(latest.version))
+        return
+    # Minimal: the begin versions of distributed transactions do not exist in
+    # the target, so their objects are left out.
+    node = latest.node
+    if txn_keys:
+        node = tree.apply(node, [(k, None) for k in txn_keys], latest.order, store.load_node)
+    _walk(store, node, files)
+    for path in sorted(files):
+        record.renew_if_old()
+        _copy(store.storage, target, path)
+    copy_store = CatalogStore(target)
+    try:
+        copy_store.commit(0, node, latest.definition, uuid.uuid4().hex)
+    finally:
+        copy_store.close()
 
 
 def _copy(source: Storage, target: Storage, path: str) -> None:
@@ -253,6 +475,60 @@ def drop_export(storage: Storage, name: str) -> None:
 # --- expiration ---------------------------------------------------------------------
 
 
+@dataclass
+class _Kept:
+    """What expiration (and the file check) must keep."""
+
+    floor: int
+    latest: int
+    roots: list[Root]
+    #: Pinned versions below the floor whose roots are kept.
+    pinned: set[int]
+    #: Node and definition files the kept roots reach.
+    files: set[str]
+    #: Pins that could not be honoured, with the reason.
+    broken: list[str]
+    #: Files a kept version needs that could not be read (missing or damaged).
+    missing: list[str]
+
+
+def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool) -> _Kept:
+    """Load the kept roots (every version from ``floor`` to the latest, and
+    the pinned ones below) and the files they reach.
+
+    With ``strict``, a missing file of a version at or above the floor raises
+    CorruptCatalogError; otherwise it is recorded.
+    """
+    latest = store.latest_version()  # after the pins were read (§8.1)
+    roots = [_load_kept(store, v) for v in range(floor, latest + 1)]
+    files: set[str] = set()
+    missing: list[str] = []
+    if strict:
+        _reachable(store, roots, files)
+    else:
+        for root in roots:
+            _walk(store, root.node, files, missing)
+    pinned: set[int] = set()
+    broken: list[str] = []
+    for pin in pins:
+        for v in pin.versions():
+            if v >= floor or v in pinned:
+                continue
+            try:
+                root = _load_pinned(store, v)
+            except CorruptCatalogError as exc:
+                broken.append(f"{pin.path} pins version {v}, which cannot be read: {exc}")
+                missing.append(layout.root_path(v))
+                continue
+            pinned.add(v)
+            gone: list[str] = []
+            _walk(store, root.node, files, gone)
+            if gone:
+                broken.append(f"{pin.path} pins version {v}, whose file {gone[0]} cannot be read")
+                missing.extend(gone)
+    return _Kept(floor, latest, roots, pinned, files, broken, missing)
+
+
 def expire_versions(
     store: CatalogStore,
     older_than: datetime | None,
@@ -260,8 +536,8 @@ def expire_versions(
     grace_seconds: float,
     open_transactions: dict[str, int],
 ) -> ExpireResult:
-    """Move the floor and delete what no retained version, export or open
-    distributed transaction can reach (spec/transactions.md §8)."""
+    """Move the floor and delete what no retained version, pin or open
+    distributed transaction can reach (spec/transactions.md §8.3)."""
     if keep_last is not None and keep_last < 1:
         raise OlympiaError("keep_last must be at least 1")
     latest = store.latest_version()
@@ -275,41 +551,61 @@ def expire_versions(
         floor = by_time if keep_last is None else min(floor, by_time)
     floor = min([floor, latest, *open_transactions.values()])
     floor = max(floor, old_floor)
-    pinned = {int(r["version"]) for r in exports(store.storage).values()}
-    if floor > old_floor:
+    if floor > old_floor:  # 1. the floor first ...
         store.storage.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(floor))
+    now = _now_millis()
+    pins = read_pins(store.storage)  # 2. ... then the pins ...
+    live = [p for p in pins if not p.lapsed(now)]
+    kept = _kept(store, floor, live, strict=True)  # 3. ... then the latest version
     deleted_roots = 0
-    for v in range(old_floor, floor):
-        if v not in pinned:
+    for v in _listed_roots(store.storage):
+        if v < floor and v not in kept.pinned:
             store.storage.delete(layout.root_path(v))
             deleted_roots += 1
-    keep_roots = [store.load_root(v) for v in range(floor, store.latest_version() + 1)]
-    keep_roots += [_load_pinned(store, v) for v in sorted(pinned) if v < floor]
-    reachable: set[str] = set()
-    _reachable(store, keep_roots, reachable)
     cutoff = (time.time() - grace_seconds) * 1000
     deleted_files = 0
     for folder in (layout.NODE_DIR, layout.DEF_DIR):
         for path in store.storage.list(folder):
             created = layout.created_millis(path)
-            if path in reachable or created is None or created >= cutoff:
+            if path in kept.files or created is None or created >= cutoff:
                 continue
             store.storage.delete(path)
             deleted_files += 1
     deleted_files += _expire_transaction_states(store, open_transactions, cutoff)
-    return ExpireResult(floor, deleted_roots, deleted_files)
+    deleted_pins = 0
+    for pin in pins:
+        if pin.lapsed(now):
+            store.storage.delete(pin.path)
+            deleted_pins += 1
+    deleted_tmp = store.storage.remove_temporary_files(grace_seconds)
+    return ExpireResult(
+        floor, deleted_roots, deleted_files, deleted_pins, deleted_tmp, tuple(kept.broken)
+    )
+
+
+def _listed_roots(storage: Storage) -> list[int]:
+    """The versions of the root files in ``vn/``, found by listing."""
+    out: list[int] = []
+    for path in storage.list(layout.VERSION_DIR):
+        with contextlib.suppress(CorruptCatalogError):  # vn/latest, vn/oldest, strays
+            out.append(layout.parse_version_file_name(path.rsplit("/", 1)[-1]))
+    return sorted(out)
+
+
+def _state_files(storage: Storage) -> dict[str, list[str]]:
+    by_txn: dict[str, list[str]] = {}
+    for path in storage.list(layout.DTXN_DIR):
+        parts = path.split("/")
+        if len(parts) == 3:
+            by_txn.setdefault(parts[1], []).append(path)
+    return by_txn
 
 
 def _expire_transaction_states(store: CatalogStore, open_ids: Iterable[str], cutoff: float) -> int:
     """Delete the state files of distributed transactions that ended."""
     keep = set(open_ids)
-    by_txn: dict[str, list[str]] = {}
-    for path in store.storage.list(layout.DTXN_DIR):
-        parts = path.split("/")
-        if len(parts) == 3:
-            by_txn.setdefault(parts[1], []).append(path)
     deleted = 0
-    for txn_id, paths in by_txn.items():
+    for txn_id, paths in _state_files(store.storage).items():
         if txn_id in keep:
             continue
         try:
@@ -318,22 +614,146 @@ def _expire_transaction_states(store: CatalogStore, open_ids: Iterable[str], cut
             continue
         if first.transaction.created_at_millis >= cutoff:
             continue  # may still be starting up: its catalog object is not committed yet
-        for path in paths:
+        # Every state names the transaction, so a run killed half way leaves
+        # states the next run still recognises; the highest goes first.
+        for path in sorted(paths, reverse=True):
             store.storage.delete(path)
             deleted += 1
     return deleted
 
 
 def _load_pinned(store: CatalogStore, version: int) -> Root:
-    """Load a pinned root below the floor (load_root refuses those)."""
+    """Load a pinned root below the floor (load_root refuses those).
+
+    Raises:
+        MissingFileError: the root file is gone.
+        CorruptCatalogError: it is damaged.
+    """
     path = layout.root_path(version)
-    nf = decode_node(store.storage.read(path), path)
-    if nf.root is None:
-        raise CorruptCatalogError(f"pinned root {path} is not a root node")
+    try:
+        data = store.storage.read(path)
+    except StorageFileNotFoundError:
+        raise MissingFileError(f"pinned root {path} is missing") from None
+    nf = decode_node(data, path)
+    if nf.root is None or nf.root.version != version:
+        raise CorruptCatalogError(f"pinned root {path} is not the root of version {version}")
     return Root(
         version,
         nf.node,
         nf.root,
         parse_definition(nf.root.catalog_def, path),
         nf.created_at_millis,
+    )
+
+
+# --- checking files -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """The result of :func:`check_files` (``Catalog.fsck()``)."""
+
+    oldest_version: int
+    latest_version: int
+    #: Versions whose files are kept: the floor to the latest, and pinned ones below.
+    kept_versions: tuple[int, ...]
+    #: How many needed files were read and verified.
+    checked_files: int
+    #: Needed files that are not on storage.
+    missing: tuple[str, ...]
+    #: Needed files that are there but damaged, each with the reason.
+    damaged: tuple[str, ...]
+    #: Files nothing kept needs (unreachable node and definition files, roots
+    #: below the floor, states of ended transactions, lapsed pins, temporary files).
+    orphans: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Every file a kept version needs is present and undamaged."""
+        return not self.missing and not self.damaged
+
+    @property
+    def clean(self) -> bool:
+        """``ok``, and nothing else is stored."""
+        return self.ok and not self.orphans
+
+
+def check_files(store: CatalogStore) -> FileCheck:
+    """Verify that every file the kept versions, pins and open distributed
+    transactions need is present and undamaged (content digest, checksum and
+    node structure, read from storage rather than from any cache), and list
+    the files nothing kept needs."""
+    storage = store.storage
+    floor = store.oldest_version()
+    now = _now_millis()
+    pins = read_pins(storage)
+    live = [p for p in pins if not p.lapsed(now)]
+    fresh = CatalogStore(storage)  # no cached nodes: every file is read again
+    damaged: list[str] = []
+    try:
+        kept = _kept(fresh, floor, live, strict=False)
+    except CorruptCatalogError as exc:
+        raise CorruptCatalogError(f"the catalog at {storage.location} is damaged: {exc}") from exc
+    checked = len(kept.roots) + len(kept.pinned)
+    needed: set[str] = {r.path for r in kept.roots}
+    needed.update(layout.root_path(v) for v in kept.pinned)
+    unreadable, kept.missing = kept.missing, []
+    for path in sorted(kept.files | set(unreadable)):
+        needed.add(path)
+        try:
+            data = storage.read(path)
+        except StorageFileNotFoundError:
+            kept.missing.append(path)
+            continue
+        checked += 1
+        if not layout.content_matches(path, data):
+            damaged.append(f"{path}: content does not match the digest in its name")
+        elif path.startswith((f"{layout.NODE_DIR}/", f"{layout.VERSION_DIR}/")):
+            try:
+                decode_node(data, path)
+            except CorruptCatalogError as exc:
+                damaged.append(f"{path}: {exc}")
+    # Open distributed transactions: every state file of each one listed.
+    latest_root = kept.roots[-1]
+    keys = key_codec(latest_root.definition)
+    with fresh.reading(latest_root.version):
+        open_ids = [
+            k[4:].rstrip()
+            for k, _ in tree.scan(latest_root.node, keys.transactions_prefix(), fresh.load_node)
+        ]
+    states = _state_files(storage)
+    for txn_id in open_ids:
+        paths = states.get(txn_id, [])
+        if not paths:
+            kept.missing.append(layout.dtxn_state_path(txn_id, 0))
+        for path in paths:
+            needed.add(path)
+            checked += 1
+            try:
+                parse(apb.TransactionState, storage.read(path), path)
+            except StorageFileNotFoundError:
+                kept.missing.append(path)
+            except OlympiaError as exc:
+                damaged.append(f"{path}: {exc}")
+    needed.update(p.path for p in live)
+    needed.update((layout.LATEST_HINT, layout.OLDEST_FLOOR))
+    orphans: list[str] = []
+    for folder in (
+        layout.VERSION_DIR,
+        layout.NODE_DIR,
+        layout.DEF_DIR,
+        layout.DTXN_DIR,
+        PIN_DIR,
+        EXPORT_DIR,
+    ):
+        orphans.extend(p for p in storage.list(folder) if p not in needed)
+    orphans.extend(f"{TMP_DIR}/{name}" for name, _ in storage.temporary_files())
+    return FileCheck(
+        oldest_version=floor,
+        latest_version=kept.latest,
+        kept_versions=tuple(sorted({r.version for r in kept.roots} | kept.pinned)),
+        checked_files=checked,
+        missing=tuple(sorted(set(kept.missing))),
+        damaged=tuple(damaged),
+        orphans=tuple(sorted(orphans)),
     )

@@ -27,8 +27,9 @@ class OverlayState:
     def get(self, key: str) -> bytes | None:
         if key in self.overlay:
             return self.overlay[key]
-        value = tree.get(self.root.node, key, self.store.load_node)
-        return None if value is None else self.store.read_value(value)
+        with self.store.reading(self.root.version):
+            value = tree.get(self.root.node, key, self.store.load_node)
+            return None if value is None else self.store.read_value(value)
 
     def put(self, key: str, value: bytes | None) -> None:
         if self._undo is not None and key not in self._undo:
@@ -58,10 +59,11 @@ class OverlayState:
             for k, v in tree.scan(self.root.node, prefix, self.store.load_node)
             if k not in self.overlay
         )
-        for key, value in heapq.merge(committed, pending, key=lambda kv: kv[0]):
-            if value is None:
-                continue
-            yield key, (value if isinstance(value, bytes) else self.store.read_value(value))
+        with self.store.reading(self.root.version):
+            for key, value in heapq.merge(committed, pending, key=lambda kv: kv[0]):
+                if value is None:
+                    continue
+                yield key, (value if isinstance(value, bytes) else self.store.read_value(value))
 
     def any_under(self, prefix: str) -> bool:
         return next(self.scan(prefix), None) is not None

@@ -22,7 +22,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -92,6 +92,18 @@ def parse_definition(data: bytes, where: str) -> CatalogDefinition:
     return definition
 
 
+class MissingFileError(CorruptCatalogError):
+    """A node or definition file that a root refers to is not on storage.
+
+    Raised by the loaders; :meth:`CatalogStore.reading` turns it into
+    :class:`VersionNotFoundError` when the version being read was expired.
+    """
+
+
+#: How often a reader starts over when expiration moves the floor under it.
+_FLOOR_ROUNDS = 8
+
+
 class _LRU:
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
@@ -155,7 +167,7 @@ class CatalogStore:
         try:
             data = self.storage.read(path)
         except StorageFileNotFoundError:
-            raise CorruptCatalogError(
+            raise MissingFileError(
                 f"{what} {path} is missing from the catalog at {self.storage.location}"
             ) from None
         if not layout.content_matches(path, data):
@@ -190,8 +202,39 @@ class CatalogStore:
         self._values.put(value.path, data)
         return data
 
-    def load_root(self, version: int) -> Root:
+    @contextlib.contextmanager
+    def reading(self, version: int) -> Iterator[None]:
+        """Read the tree of ``version`` inside this block.
+
+        A node or definition file found missing means either corruption or
+        that expiration removed ``version`` meanwhile (it writes the floor
+        before deleting anything, so the floor read here tells which).
+
+        Raises:
+            VersionNotFoundError: ``version`` is now below the floor.
+            CorruptCatalogError: a file is missing or damaged although the
+                version is retained.
+        """
+        try:
+            yield
+        except MissingFileError as exc:
+            try:
+                floor = self.oldest_version()
+            except StorageError:
+                raise exc from None
+            if version < floor:
+                raise VersionNotFoundError(
+                    f"version {version} was expired while it was being read "
+                    f"(oldest kept: {floor}); read a newer version"
+                ) from None
+            raise
+
+    def load_root(self, version: int, *, fresh: bool = False) -> Root:
         """The root of ``version``.
+
+        With ``fresh``, the floor is read from storage even when the root is
+        cached: use it to decide whether a version is still available before
+        building on it.
 
         Raises:
             VersionNotFoundError: no such version, or it was expired.
@@ -201,15 +244,15 @@ class CatalogStore:
             raise VersionNotFoundError(f"version {version} cannot exist: versions are below 2**63")
         path = layout.root_path(version)
         cached = self._roots.get(path)
+        if cached is not None and not fresh:
+            return cached  # type: ignore[return-value]
+        self._refuse_expired(version)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        if version < self.oldest_version():
-            raise VersionNotFoundError(
-                f"version {version} was expired (oldest kept: {self.oldest_version()})"
-            )
         try:
             data = self.storage.read(path)
         except StorageFileNotFoundError:
+            self._refuse_expired(version)  # expiration may have deleted it just now
             raise VersionNotFoundError(
                 f"version {version} does not exist in the catalog at {self.storage.location}"
             ) from None
@@ -228,6 +271,23 @@ class CatalogStore:
         self._roots.put(path, root)
         return root
 
+    def _refuse_expired(self, version: int) -> None:
+        floor = self.oldest_version()
+        if version < floor:
+            raise VersionNotFoundError(f"version {version} was expired (oldest kept: {floor})")
+
+    def load_latest(self) -> Root:
+        """The root of the latest version, starting over when expiration
+        removes the version found before its root could be read."""
+        for _ in range(_FLOOR_ROUNDS - 1):
+            version = self.latest_version()
+            try:
+                return self.load_root(version)
+            except VersionNotFoundError:
+                if version >= self.oldest_version():
+                    raise
+        return self.load_root(self.latest_version())
+
     def _read_counter(self, path: str) -> int | None:
         try:
             return layout.decode_counter(self.storage.read(path))
@@ -235,7 +295,8 @@ class CatalogStore:
             return None
 
     def oldest_version(self) -> int:
-        """The floor below which versions may have been deleted (``vn/oldest``)."""
+        """The floor below which versions may have been deleted (``vn/oldest``),
+        read from storage."""
         return self._read_counter(layout.OLDEST_FLOOR) or 0
 
     def latest_version(self) -> int:
@@ -243,25 +304,38 @@ class CatalogStore:
 
         Versions are dense from the floor up, so an exponential probe for the
         first missing root followed by a binary search finds the latest one
-        in O(log distance) existence checks.
+        in O(log distance) existence checks. Expiration may move the floor
+        and delete roots during the probe: the floor is read again afterwards
+        and the probe starts over when its answer is no longer valid
+        (spec/format.md §2.2). Listing ``vn/`` is the last resort before
+        reporting that there is no catalog.
 
         Raises:
             CatalogNotFoundError: no catalog at this location.
         """
+        for _ in range(_FLOOR_ROUNDS):
+            oldest = self.oldest_version()
+            found = self._probe_latest(oldest)
+            floor = self.oldest_version()
+            if found is not None and found >= floor:
+                return found
+            if found is None and floor == oldest:
+                break  # nothing moved under the probe: no root where the floor says
+        return self._latest_by_listing()
+
+    def _probe_up(self, low: int) -> int:
+        """The last version of the dense run of roots starting at existing ``low``."""
         exists = self.storage.exists
-        oldest = self.oldest_version()
-        start = max(self._read_counter(layout.LATEST_HINT) or 0, oldest)
-        if not exists(layout.root_path(start)):
-            if start == oldest or not exists(layout.root_path(oldest)):
-                raise CatalogNotFoundError(f"no olympia catalog at {self.storage.location}")
-            low, high = oldest, start  # the hint ran ahead of the roots
-        else:
-            low, step = start, 1
-            # Never probe past the largest version a root file name can hold.
-            while low + step <= layout.MAX_VERSION and exists(layout.root_path(low + step)):
-                low += step
-                step *= 2
-            high = min(low + step, layout.MAX_VERSION + 1)
+        step = 1
+        # Never probe past the largest version a root file name can hold.
+        while low + step <= layout.MAX_VERSION and exists(layout.root_path(low + step)):
+            low += step
+            step *= 2
+        return self._bisect(low, min(low + step, layout.MAX_VERSION + 1))
+
+    def _bisect(self, low: int, high: int) -> int:
+        """``low`` exists and ``high`` does not: the last existing root between."""
+        exists = self.storage.exists
         while high - low > 1:
             mid = (low + high) // 2
             if exists(layout.root_path(mid)):
@@ -269,6 +343,35 @@ class CatalogStore:
             else:
                 high = mid
         return low
+
+    def _probe_latest(self, oldest: int) -> int | None:
+        exists = self.storage.exists
+        start = max(self._read_counter(layout.LATEST_HINT) or 0, oldest)
+        if exists(layout.root_path(start)):
+            return self._probe_up(start)
+        if start == oldest or not exists(layout.root_path(oldest)):
+            return None
+        return self._bisect(oldest, start)  # the hint ran ahead of the roots
+
+    def _latest_by_listing(self) -> int:
+        versions: list[int] = []
+        for path in self.storage.list(layout.VERSION_DIR):
+            with contextlib.suppress(CorruptCatalogError):
+                versions.append(layout.parse_version_file_name(path.rsplit("/", 1)[-1]))
+        if not versions:
+            raise CatalogNotFoundError(f"no olympia catalog at {self.storage.location}")
+        latest = self._probe_up(max(versions))
+        floor = self.oldest_version()
+        if latest < floor:
+            # Roots exist (pinned ones, say) but none at or above the floor:
+            # the floor names a version that was never written or whose root
+            # is gone. That is damage, not an absent catalog.
+            raise CorruptCatalogError(
+                f"the catalog at {self.storage.location} has no root at or above its oldest "
+                f"version {floor} (vn/oldest); the newest root is version {latest}: "
+                f"vn/oldest is damaged or roots were deleted by hand"
+            )
+        return latest
 
     # --- writing ---------------------------------------------------------------
 

@@ -714,13 +714,13 @@ class Transaction(CatalogReader):
         store = self._store
         target = self._root
         if self._dist is not None:  # its catalog object lives in a later version
-            target = store.load_root(store.latest_version())
+            target = store.load_latest()
         state = self._state
         encoded = [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions]
         for attempt in range(self.max_attempts):
             if store.storage.exists(layout.root_path(target.version + 1)):
                 # Already lost: skip encoding and writing nodes for a taken version.
-                target = store.load_root(store.latest_version())
+                target = store.load_latest()
             if self._dist is not None and _object_value(store, target, own) is None:
                 # Another process published this transaction's outcome (§6.4).
                 raise _claimed_error(store, self._keys, self.id, begin, None, target.version)
@@ -750,7 +750,7 @@ class Transaction(CatalogReader):
                 if exc.rule != "version-taken":
                     raise
                 time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
-                target = store.load_root(store.latest_version())
+                target = store.load_latest()
                 continue
             return done.version
         raise CommitConflictError(
@@ -998,7 +998,7 @@ def _publish_object(
     claim: str = "",
 ) -> int:
     """Commit one catalog-maintenance write of a distributed transaction's object."""
-    root = store.load_root(store.latest_version())
+    root = store.load_latest()
     txn = Transaction(store, root, "snapshot")
     action = apb.Action(type=cast(Any, action_type), object_key=keys.transaction(txn_id))
     if record is not None:
@@ -1015,7 +1015,7 @@ def _create_object(store: CatalogStore, keys: KeyCodec, record: pb.DistributedTr
     data = record.SerializeToString(deterministic=True)
 
     def present() -> bool:
-        value = _object_value(store, store.load_root(store.latest_version()), key)
+        value = _object_value(store, store.load_latest(), key)
         if value is not None and value != data:
             raise OlympiaError(
                 f"cannot distribute transaction {record.id}: the catalog already holds "
@@ -1041,7 +1041,7 @@ def drop_transaction_objects(store: CatalogStore, txn_ids: Sequence[str]) -> int
 
     Used by expiration for distributed transactions past their TTL.
     """
-    root = store.load_root(store.latest_version())
+    root = store.load_latest()
     keys = key_codec(root.definition)
     txn = Transaction(store, root, "snapshot")
     for txn_id in txn_ids:
@@ -1082,7 +1082,7 @@ def resume(
         raise InvalidArgumentError(
             f"recover_after_seconds must be at least 0, got {recover_after_seconds!r}"
         )
-    latest = store.load_root(store.latest_version())
+    latest = store.load_latest()
     keys = key_codec(latest.definition)
     value = _object_value(store, latest, keys.transaction(txn_id))
     if value is None:

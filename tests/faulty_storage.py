@@ -168,6 +168,12 @@ class FaultyStorage(Storage):
     def _list(self, prefix: str) -> builtins.list[str]:
         return self._forward("list", prefix, lambda: self.inner.list(prefix))
 
+    def temporary_files(self) -> builtins.list[tuple[str, float]]:
+        return self.inner.temporary_files()
+
+    def remove_temporary_files(self, older_than_seconds: float) -> int:
+        return self.inner.remove_temporary_files(older_than_seconds)
+
     def close(self) -> None:
         """Nothing to release: the inner storage belongs to whoever opened it."""
 

@@ -257,6 +257,7 @@ ROWS = _rows()
 NO_ARGUMENTS = {
     ("Catalog", "latest"),
     ("Catalog", "close"),
+    ("Catalog", "fsck"),
     ("CatalogVersion", "list_namespaces"),
     ("Transaction", "list_namespaces"),
     ("Transaction", "distribute"),

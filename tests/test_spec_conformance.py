@@ -53,6 +53,13 @@ def spec_name(version: int) -> str:
     return "".join("1" if version >> i & 1 else "0" for i in range(64))
 
 
+def spec_version(file_name: str) -> int | None:
+    """format.md §2.1 backwards: the version of a root file name, else None."""
+    if len(file_name) != 64 or set(file_name) - {"0", "1"}:
+        return None
+    return int(file_name[::-1], 2)
+
+
 def spec_counter(data: bytes | None) -> int | None:
     """format.md §2.2: ASCII digits, surrounding space/tab/CR/LF ignored."""
     if data is None:
@@ -150,7 +157,23 @@ class SpecReader:
 
         if not exists(h):
             if h == oldest or not exists(oldest):
-                raise LookupError("no catalog")
+                # The fallback: list vn/ (no root: no catalog; roots only
+                # below the floor: damage).
+                listed = [spec_version(p.name) for p in (self.dir / "vn").iterdir()]
+                listed = [v for v in listed if v is not None]
+                if not listed:
+                    raise LookupError("no catalog")
+                low, step = max(listed), 1
+                while exists(low + step):
+                    low += step
+                    step *= 2
+                high = low + step
+                while high - low > 1:
+                    mid = (low + high) // 2
+                    low, high = (mid, high) if exists(mid) else (low, mid)
+                if low < oldest:
+                    raise ValueError("damaged: no root at or above the floor")
+                return low
             low, high = oldest, h
         else:
             low, step = h, 1
@@ -325,9 +348,18 @@ def test_latest_version_probe_agrees_with_the_spec(written):
         if oldest is not None:
             storage.overwrite(layout.OLDEST_FLOOR, oldest)
         assert cat.store.latest_version() == spec.latest() == 4
-    # Neither the hint's root nor the floor's root exists: no catalog.
+    # Neither the hint's root nor the floor's root exists, but roots do, all
+    # below the floor: damage, never "no catalog".
     storage.overwrite(layout.OLDEST_FLOOR, b"7")
     storage.overwrite(layout.LATEST_HINT, b"9")
+    with pytest.raises(ValueError, match="damaged"):
+        spec.latest()
+    with pytest.raises(CorruptCatalogError, match="no root at or above its oldest version 7"):
+        cat.store.latest_version()
+    # No root at all: no catalog.
+    for path in storage.list(layout.VERSION_DIR):
+        if path not in (layout.OLDEST_FLOOR, layout.LATEST_HINT):
+            storage.delete(path)
     with pytest.raises(LookupError):
         spec.latest()
     with pytest.raises(CatalogNotFoundError):

@@ -84,6 +84,21 @@ class Storage(ABC):
         """Return the sorted relative paths of all files under folder ``prefix``."""
         return sorted(self._list(check_path(prefix.rstrip("/"))))
 
+    def temporary_files(self) -> builtins.list[tuple[str, float]]:
+        """Temporary files that writes left behind, as ``(name, modified)``
+        pairs (``modified`` in seconds since the Unix epoch).
+
+        Only backends that write through temporary files have any; a write
+        that completes removes its own, so what is listed here belongs to a
+        write in flight or to a writer that was killed.
+        """
+        return []
+
+    def remove_temporary_files(self, older_than_seconds: float) -> int:
+        """Delete the temporary files last modified more than
+        ``older_than_seconds`` ago; return how many were deleted."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources held by the backend."""
 

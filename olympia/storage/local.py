@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -174,6 +175,33 @@ class LocalStorage(Storage):
                 if os.path.isdir(full):
                     return
                 raise
+
+    def temporary_files(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        with self._translating("list", TMP_DIR):
+            try:
+                entries = list(os.scandir(self._tmp))
+            except (FileNotFoundError, NotADirectoryError):
+                return out
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):  # finished meanwhile
+                    if entry.is_file(follow_symlinks=False):
+                        out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime))
+        return sorted(out)
+
+    def remove_temporary_files(self, older_than_seconds: float) -> int:
+        cutoff = time.time() - older_than_seconds
+        removed = 0
+        for name, modified in self.temporary_files():
+            if modified >= cutoff:
+                continue  # may belong to a write in flight
+            with self._translating("delete", f"{TMP_DIR}/{name}"):
+                try:
+                    os.unlink(os.path.join(self._tmp, name))
+                except FileNotFoundError:
+                    continue
+            removed += 1
+        return removed
 
     def _list(self, prefix: str) -> list[str]:
         top = self._full(prefix)
