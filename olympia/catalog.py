@@ -295,6 +295,9 @@ class Catalog:
             InvalidArgumentError: ``older_than`` is not a timezone-aware
                 datetime, ``keep_last`` not a positive integer, or
                 ``grace_seconds`` not a finite number >= 0.
+            CorruptCatalogError: a kept file is missing or damaged, or a pin
+                or export record cannot be read (the error names it and how
+                to fix it); nothing is deleted then.
         """
         validate.require_optional_datetime("older_than", older_than)
         if keep_last is not None:

@@ -190,38 +190,113 @@ def _now_millis() -> int:
     return int(time.time() * 1000)
 
 
-def _pin_from_record(path: str, record: Any) -> Pin | None:
-    try:
-        version = int(record["version"])
-        from_version = int(record.get("from_version", version))
-        created = int(record.get("created_at_millis", 0))
-        renewed = int(record.get("renewed_at_millis", created))
-        state = str(record.get("state", "done"))
-    except (KeyError, TypeError, ValueError, AttributeError):
+class _UnreadableRecord(CorruptCatalogError):
+    """A pin or export record that cannot be read; the message says why.
+    Never leaves this module: it becomes :func:`_unreadable_error`."""
+
+
+def _record_int(record: dict[str, Any], field: str) -> int | None:
+    """The integer field ``field`` of a record, or None when it is absent."""
+    if field not in record:
         return None
+    value = record[field]
+    # JSON true/false are bool, a subclass of int in Python: not integers here.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _UnreadableRecord(f"{field!r} is {value!r}, not an integer")
+    if not 0 <= value <= layout.MAX_VERSION:
+        raise _UnreadableRecord(f"{field!r} is {value}, outside 0 .. 2**63-1")
+    return value
+
+
+def _parse_record(path: str, data: bytes) -> Pin:
+    """The pin that the record ``path`` holds (spec/transactions.md §8.1).
+
+    Raises:
+        _UnreadableRecord: the record is not one a writer produces.
+    """
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _UnreadableRecord("it is not UTF-8 JSON") from None
+    if not isinstance(record, dict):
+        raise _UnreadableRecord("it is not a JSON object")
+    version = _record_int(record, "version")
+    if version is None:
+        raise _UnreadableRecord("it has no 'version'")
+    from_version = _record_int(record, "from_version")
+    if from_version is None:
+        from_version = version
+    elif from_version > version:
+        raise _UnreadableRecord(f"'from_version' {from_version} is above 'version' {version}")
+    created = _record_int(record, "created_at_millis")
+    renewed = _record_int(record, "renewed_at_millis")
+    if renewed is None:
+        renewed = created
     if path.startswith(f"{EXPORT_DIR}/"):
-        return Pin(path, "export", from_version, version, renewed, state != "done")
-    return Pin(path, str(record.get("kind", "rollback")), from_version, version, renewed, True)
+        state = record.get("state", "done")
+        if state not in ("copying", "done"):
+            raise _UnreadableRecord(f"'state' is {state!r}, not 'copying' or 'done'")
+        kind, lapses = "export", state != "done"
+    else:
+        kind = record.get("kind", "rollback")
+        if not isinstance(kind, str):
+            raise _UnreadableRecord(f"'kind' is {kind!r}, not text")
+        lapses = True
+    if lapses and renewed is None:
+        raise _UnreadableRecord("it has no 'renewed_at_millis', so it cannot be known to lapse")
+    return Pin(path, kind, from_version, version, renewed or 0, lapses)
+
+
+def _unreadable_error(path: str, reason: str) -> CorruptCatalogError:
+    """The error for a pin or export record that cannot be honoured: it names
+    the file and says how to fix it."""
+    if path.startswith(f"{EXPORT_DIR}/"):
+        name = path[len(EXPORT_DIR) + 1 :].removesuffix(".json")
+        fix = (
+            f"repair the record, or remove it with drop_export({name!r}) if that export no "
+            f"longer needs its version (or delete the file {path} by hand)"
+        )
+        what = "export record"
+    else:
+        fix = f"repair it, or delete the file {path} if no rollback is running"
+        what = "pin"
+    return CorruptCatalogError(
+        f"{what} {path} cannot be read: {reason}. It may protect versions from expiration, "
+        f"so expiration refuses to run while it exists: {fix}"
+    )
+
+
+def _read_records(storage: Storage) -> tuple[list[Pin], list[tuple[str, str]]]:
+    """Every pin record (rollback pins and export records), and the records
+    that cannot be read, each with the reason."""
+    pins: list[Pin] = []
+    unreadable: list[tuple[str, str]] = []
+    for folder in (PIN_DIR, EXPORT_DIR):
+        for path in storage.list(folder):
+            try:
+                data = storage.read(path)
+            except StorageFileNotFoundError:
+                continue  # removed meanwhile: it pins nothing any more
+            try:
+                pins.append(_parse_record(path, data))
+            except _UnreadableRecord as exc:
+                unreadable.append((path, str(exc)))
+    return pins, unreadable
 
 
 def read_pins(storage: Storage) -> list[Pin]:
     """Every pin of a catalog: rollback pins and export records.
 
-    Files that are not pin records are skipped (pins are written whole with
-    put-if-absent or overwrite, so a reader never sees half a pin).
+    Pins are written whole with put-if-absent or overwrite, so a reader
+    never sees half a pin; a record that cannot be read is damage, and since
+    nobody can tell what it protects, it is never skipped.
+
+    Raises:
+        CorruptCatalogError: a record cannot be read (it is named).
     """
-    pins: list[Pin] = []
-    for folder in (PIN_DIR, EXPORT_DIR):
-        for path in storage.list(folder):
-            try:
-                record = json.loads(storage.read(path))
-            except StorageFileNotFoundError:
-                continue  # removed meanwhile
-            except ValueError:
-                continue
-            pin = _pin_from_record(path, record)
-            if pin is not None:
-                pins.append(pin)
+    pins, unreadable = _read_records(storage)
+    if unreadable:
+        raise _unreadable_error(*unreadable[0])
     return pins
 
 
@@ -310,18 +385,22 @@ def _check_export_name(name: str) -> str:
 
 
 def exports(storage: Storage) -> dict[str, dict[str, Any]]:
-    """The export records of a catalog, by name."""
+    """The export records of a catalog, by export name (the file name).
+
+    Raises:
+        CorruptCatalogError: a record cannot be read (it is named).
+    """
     out: dict[str, dict[str, Any]] = {}
-    try:
-        paths = storage.list(EXPORT_DIR)
-    except StorageFileNotFoundError:
-        return out
-    for path in paths:
+    for path in storage.list(EXPORT_DIR):
         try:
-            record = json.loads(storage.read(path))
-            out[str(record["name"])] = record
-        except (StorageError, ValueError, KeyError, TypeError):
-            continue
+            data = storage.read(path)
+        except StorageFileNotFoundError:
+            continue  # dropped meanwhile
+        try:
+            _parse_record(path, data)
+        except _UnreadableRecord as exc:
+            raise _unreadable_error(path, str(exc)) from None
+        out[path[len(EXPORT_DIR) + 1 :].removesuffix(".json")] = json.loads(data)
     return out
 
 
@@ -490,16 +569,32 @@ class _Kept:
     broken: list[str]
     #: Files a kept version needs that could not be read (missing or damaged).
     missing: list[str]
+    #: Pin records naming a version above the latest one, with the reason.
+    bad_records: list[tuple[str, str]]
 
 
 def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool) -> _Kept:
     """Load the kept roots (every version from ``floor`` to the latest, and
     the pinned ones below) and the files they reach.
 
-    With ``strict``, a missing file of a version at or above the floor raises
-    CorruptCatalogError; otherwise it is recorded.
+    With ``strict``, a missing file of a version at or above the floor, or a
+    pin of a version above the latest one, raises CorruptCatalogError;
+    otherwise it is recorded.
     """
     latest = store.latest_version()  # after the pins were read (§8.1)
+    bad_records: list[tuple[str, str]] = []
+    sound: list[Pin] = []
+    for pin in pins:
+        # A pinner only pins versions that existed when it wrote the pin, and
+        # the latest version is found after the pins were read: a higher one
+        # is a damaged number, which may stand for a version that needs keeping.
+        if pin.version > latest:
+            reason = f"it pins version {pin.version}, above the latest version {latest}"
+            if strict:
+                raise _unreadable_error(pin.path, reason)
+            bad_records.append((pin.path, reason))
+        else:
+            sound.append(pin)
     roots = [_load_kept(store, v) for v in range(floor, latest + 1)]
     files: set[str] = set()
     missing: list[str] = []
@@ -510,7 +605,7 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
             _walk(store, root.node, files, missing)
     pinned: set[int] = set()
     broken: list[str] = []
-    for pin in pins:
+    for pin in sound:
         for v in pin.versions():
             if v >= floor or v in pinned:
                 continue
@@ -526,7 +621,7 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
             if gone:
                 broken.append(f"{pin.path} pins version {v}, whose file {gone[0]} cannot be read")
                 missing.extend(gone)
-    return _Kept(floor, latest, roots, pinned, files, broken, missing)
+    return _Kept(floor, latest, roots, pinned, files, broken, missing, bad_records)
 
 
 def expire_versions(
@@ -552,6 +647,8 @@ def expire_versions(
     floor = min([floor, latest, *open_transactions.values()])
     floor = max(floor, old_floor)
     if floor > old_floor:  # 1. the floor first ...
+        # ... but not while a record that may pin versions below it cannot be read
+        read_pins(store.storage)
         store.storage.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(floor))
     now = _now_millis()
     pins = read_pins(store.storage)  # 2. ... then the pins ...
@@ -686,16 +783,19 @@ def check_files(store: CatalogStore) -> FileCheck:
     storage = store.storage
     floor = store.oldest_version()
     now = _now_millis()
-    pins = read_pins(storage)
+    pins, bad_records = _read_records(storage)
     live = [p for p in pins if not p.lapsed(now)]
     fresh = CatalogStore(storage)  # no cached nodes: every file is read again
-    damaged: list[str] = []
     try:
         kept = _kept(fresh, floor, live, strict=False)
     except CorruptCatalogError as exc:
         raise CorruptCatalogError(f"the catalog at {storage.location} is damaged: {exc}") from exc
+    # Pin records that cannot be honoured are damaged files that block expiration.
+    bad_records += kept.bad_records
+    damaged = [f"{path}: cannot be read as a pin record: {reason}" for path, reason in bad_records]
     checked = len(kept.roots) + len(kept.pinned)
     needed: set[str] = {r.path for r in kept.roots}
+    needed.update(path for path, _ in bad_records)
     needed.update(layout.root_path(v) for v in kept.pinned)
     unreadable, kept.missing = kept.missing, []
     for path in sorted(kept.files | set(unreadable)):

@@ -1069,8 +1069,11 @@ def resume(
     ``recover_after_seconds``: it can only commit() or rollback() (§6.5).
 
     Raises:
-        TransactionNotFoundError, TransactionExpiredError, TransactionClosedError,
-        InvalidArgumentError (``recover_after_seconds`` is not a number >= 0).
+        TransactionNotFoundError, TransactionExpiredError (past its TTL, or its
+        begin version is below the floor), TransactionClosedError,
+        CorruptCatalogError (its object or state is damaged, e.g. a begin
+        version that cannot exist), InvalidArgumentError
+        (``recover_after_seconds`` is not a number >= 0).
     """
     if isinstance(recover_after_seconds, bool) or not isinstance(
         recover_after_seconds, (int, float)
@@ -1108,9 +1111,7 @@ def resume(
     try:
         root = store.load_root(record.begin_version)
     except VersionNotFoundError:
-        raise TransactionExpiredError(
-            f"the begin version {record.begin_version} of transaction {txn_id} was expired"
-        ) from None
+        raise _begin_version_error(store, txn_id, record.begin_version, latest.version) from None
     return Transaction(
         store,
         root,
@@ -1121,6 +1122,27 @@ def resume(
         distributed=record,
         step=step,
         claim=claim,
+    )
+
+
+def _begin_version_error(store: CatalogStore, txn_id: str, begin: int, latest: int) -> OlympiaError:
+    """Why the begin version of distributed transaction ``txn_id`` could not
+    be loaded: expired only when it is below the floor read now; a version
+    above the latest one, or a missing root at or above the floor, is damage
+    (spec/transactions.md §6.3)."""
+    if begin > latest:
+        return CorruptCatalogError(
+            f"the catalog object of distributed transaction {txn_id} is damaged: its begin "
+            f"version {begin} is above the latest version {latest}"
+        )
+    floor = store.oldest_version()
+    if begin < floor:
+        return TransactionExpiredError(
+            f"the begin version {begin} of transaction {txn_id} was expired (oldest kept: {floor})"
+        )
+    return CorruptCatalogError(
+        f"the root of version {begin}, the begin version of distributed transaction "
+        f"{txn_id}, is missing although that version is kept (oldest kept: {floor})"
     )
 
 

@@ -167,16 +167,27 @@ def _merge_leaf(node: Node, changes: Sequence[Change]) -> tuple[list[str], list[
     return keys, values
 
 
+#: A child of an internal node being built: its pivot key, the child, and
+#: whether the child's whole subtree is known to satisfy the invariants.
+_Entry = tuple[str, ChildRef, bool]
+
+
 def _apply(node: Node, changes: Sequence[Change], order: int, loader: Loader) -> list[Node]:
-    """Nodes of the same height as ``node`` that replace it; may be empty,
-    and a single returned node may be under-full."""
+    """Nodes of the same height as ``node`` that replace it; may be empty.
+
+    Every node of the result with at least ``min_fill(order)`` entries has a
+    subtree that satisfies all invariants. Only a result of a single node may
+    be under-full; such a node with one entry may sit on a chain of
+    single-entry nodes down to an under-full node, which the caller repairs
+    by joining it with a sibling (:func:`_join`) or, at the top, by
+    collapsing the chain.
+    """
     if node.is_leaf:
         keys, values = _merge_leaf(node, changes)
         return _chunks(0, keys, values, order)
 
     lo = min_fill(order)
-    # (pivot key, child ref, known to be within bounds)
-    entries: list[tuple[str, ChildRef, bool]] = []
+    entries: list[_Entry] = []
     ci = 0
     n = len(node.keys)
     for i in range(n):
@@ -190,26 +201,47 @@ def _apply(node: Node, changes: Sequence[Change], order: int, loader: Loader) ->
         for new in _apply(resolve(node.children[i], loader), changes[ci:cj], order, loader):
             entries.append((new.keys[0], new, len(new) >= lo))
         ci = cj
+    merged = _rebalance(entries, order, loader)
+    return _chunks(node.height, [e[0] for e in merged], [e[1] for e in merged], order)
 
-    merged: list[tuple[str, ChildRef, bool]] = []
+
+def _rebalance(entries: list[_Entry], order: int, loader: Loader) -> list[_Entry]:
+    """Join every entry that is not known to be sound with a neighbour.
+
+    In the result every entry is sound, except when the result is a single
+    entry (there was no neighbour to join with).
+    """
+    lo = min_fill(order)
+    merged: list[_Entry] = []
     for entry in entries:
         if merged and not (merged[-1][2] and entry[2]):
-            left = resolve(merged[-1][1], loader)
+            left = resolve(merged.pop()[1], loader)
             right = resolve(entry[1], loader)
-            parts = _chunks(
-                left.height,
-                list(left.keys + right.keys),
-                list(left.values + right.values)
-                if left.is_leaf
-                else list(left.children + right.children),
-                order,
-            )
-            merged.pop()
-            for part in parts:
+            for part in _join(left, right, order, loader):
                 merged.append((part.keys[0], part, len(part) >= lo))
         else:
             merged.append(entry)
-    return _chunks(node.height, [e[0] for e in merged], [e[1] for e in merged], order)
+    return merged
+
+
+def _join(left: Node, right: Node, order: int, loader: Loader) -> list[Node]:
+    """The entries of two adjacent nodes of one height, re-cut into nodes.
+
+    An under-full node from below may hang on a chain of single-entry nodes,
+    so joining two internal nodes joins their children again where they
+    meet (recursively), rather than only concatenating them: otherwise an
+    under-full grandchild would end up inside a node that looks full.
+    """
+    if left.is_leaf:
+        return _chunks(0, list(left.keys + right.keys), list(left.values + right.values), order)
+    lo = min_fill(order)
+    entries: list[_Entry] = [
+        (key, child, not isinstance(child, Node) or len(child) >= lo)
+        for side in (left, right)
+        for key, child in zip(side.keys, side.children, strict=True)
+    ]
+    merged = _rebalance(entries, order, loader)
+    return _chunks(left.height, [e[0] for e in merged], [e[1] for e in merged], order)
 
 
 def new_nodes(root: Node) -> list[Node]:
