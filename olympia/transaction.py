@@ -1109,7 +1109,7 @@ def resume(
             )
         claim = last
     try:
-        root = store.load_root(record.begin_version)
+        root = store.load_root(record.begin_version, fresh=True)
     except VersionNotFoundError:
         raise _begin_version_error(store, txn_id, record.begin_version, latest.version) from None
     return Transaction(
