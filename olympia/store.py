@@ -442,14 +442,16 @@ class CatalogStore:
         last = versions[run - 1]
         return last, run == len(versions) and last < layout.MAX_VERSION
 
-    def load_after_lost_race(self, taken: int) -> Root:
+    def load_after_lost_race(self, taken: int, probe: bool = True) -> Root:
         """A new base after losing the race for version ``taken``: the latest
-        version found by probing from ``taken`` (one round on S3). The floor
-        is not read: a commit built on a version that expiration removes is
-        refused by the check after publishing (spec/transactions.md §8.4)."""
+        version found by probing from ``taken`` (one round on S3), or without
+        ``probe``, on remote storage, the winner's root itself when losing
+        read it. The floor is not read: a commit built on a version that
+        expiration removes is refused by the check after publishing
+        (spec/transactions.md §8.4)."""
         self._note_seen(taken)
         known = self._roots.get(layout.root_path(taken)) is not None
-        if known and self.storage.parallel_reads:
+        if known and self.storage.parallel_reads and not probe:
             # Losing read the winner's root (to tell it from our own write):
             # build on it at once rather than spend a round on probing.
             return self.load_root(taken)

@@ -759,6 +759,14 @@ class Transaction(CatalogReader):
             if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
                 serialized_before = self._check_order(pending, target.version, known)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
+            if not store.storage.parallel_reads and store.storage.exists(
+                layout.root_path(target.version + 1)
+            ):
+                # Local storage: an existence check costs far less than
+                # encoding and writing node files for a version already taken.
+                losses += 1
+                target = store.load_after_lost_race(target.version + 1)
+                continue
             try:
                 done = store.commit(
                     target.version + 1,
@@ -779,7 +787,10 @@ class Transaction(CatalogReader):
                     # Only a livelock breaker: a loser normally retries at once
                     # on the newer base, as fresh as any new transaction's.
                     time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (losses - _FREE_RETRIES))))
-                target = store.load_after_lost_race(target.version + 1)
+                # After one lost race, build on the winner's root at once; after
+                # more in a row, find the latest version first, so as not to
+                # keep losing to writers that started later.
+                target = store.load_after_lost_race(target.version + 1, probe=losses > 1)
                 continue
             return done.version
         raise CommitConflictError(
