@@ -341,7 +341,9 @@ class CatalogStore:
         Raises:
             CatalogNotFoundError: no catalog at this location.
         """
-        root = self._probe_known()
+        root = None
+        with contextlib.suppress(CorruptCatalogError):  # the number needs no decodable root
+            root = self._probe_known()
         if root is not None:
             return root.version
         for _ in range(_FLOOR_ROUNDS):
@@ -349,10 +351,13 @@ class CatalogStore:
             found = self._probe_latest(oldest)
             floor = self.oldest_version()
             if found is not None and found >= floor:
+                self._note_seen(found)
                 return found
             if found is None and floor == oldest:
                 break  # nothing moved under the probe: no root where the floor says
-        return self._latest_by_listing()
+        found = self._latest_by_listing()
+        self._note_seen(found)
+        return found
 
     def _note_seen(self, version: int) -> None:
         if version > self._seen:
@@ -436,10 +441,16 @@ class CatalogStore:
             run += 1
         if any(r is not None for r in replies[run:]):
             return None  # a root after a gap: expiration is deleting roots
+        last = versions[run - 1]
         for v, data in zip(versions[:run], replies[:run], strict=True):
             if isinstance(data, bytes) and self._roots.get(layout.root_path(v)) is None:
-                self._decode_root(v, data)
-        last = versions[run - 1]
+                if v == last:
+                    self._decode_root(v, data)
+                else:
+                    # Kept for the conflict checks of a commit that rebases over
+                    # them; a damaged one is reported by whoever needs it.
+                    with contextlib.suppress(CorruptCatalogError):
+                        self._decode_root(v, data)
         return last, run == len(versions) and last < layout.MAX_VERSION
 
     def load_after_lost_race(self, taken: int, probe: bool = True) -> Root:

@@ -125,3 +125,24 @@ def test_listing_ten_thousand_tables_takes_four_rounds(s3_location: StorageLocat
     assert sorted(listed) == names
     assert m.rounds <= LIST_10K_ROUNDS, m.operations()
     cat.close()
+
+
+def test_probing_from_a_version_that_expiration_removed_finds_the_latest(
+    s3_location: StorageLocation,
+) -> None:
+    cat = _catalog_with_table(s3_location)
+    assert cat.version == 1  # this process has seen version 1
+    other = olympia.load_catalog(*s3_location)
+    for i in range(2, 9):
+        assert _update(other, f"s3://data/t/v{i}.json") == i
+    other.expire_versions(keep_last=2, grace_seconds=0)
+    assert other.oldest_version == 7
+    # roots 1..6 are gone: the probe from version 1 must not answer 1 or stop
+    # at a gap, but find version 8
+    assert cat.version == 8
+    txn = cat.begin()
+    assert txn.begin_version == 8
+    assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v8.json"
+    txn.rollback()
+    other.close()
+    cat.close()
