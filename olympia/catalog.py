@@ -84,7 +84,9 @@ class CatalogVersion(CatalogReader):
 
     def _scan_raw(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         with self._store.reading(self.version):
-            for key, value in tree.scan(self._root.node, prefix, self._store.load_node):
+            for key, value in tree.scan(
+                self._root.node, prefix, self._store.load_node, prefetch=self._store.prefetch_nodes
+            ):
                 yield key, self._store.read_value(value)
 
     def __getattr__(self, name: str) -> Any:
@@ -173,7 +175,12 @@ class Catalog:
         """Start a transaction at the latest version.
 
         ``isolation`` is ``"snapshot"`` or ``"serializable"`` (default: the
-        catalog definition's ``default_isolation``).
+        catalog definition's ``default_isolation``). ``max_attempts`` bounds
+        the attempts of its commit (1 to 2**31, default 100): a commit that
+        loses the race for a new version retries at once on the newer
+        version, and raises ``CommitConflictError`` with rule
+        ``retries-exhausted`` only after losing ``max_attempts`` races in a
+        row with nothing conflicting (spec/transactions.md §3).
 
         Raises:
             InvalidArgumentError: bad ``isolation`` or ``max_attempts``.

@@ -24,7 +24,15 @@ class StorageFileNotFoundError(StorageError):
 
 
 class StorageFileExistsError(StorageError):
-    """Put-if-absent found the file already present (another writer won)."""
+    """Put-if-absent found the file already present (another writer won).
+
+    ``existing`` holds the content found there when the backend read it (to
+    tell the file from this call's own earlier write), else None.
+    """
+
+    def __init__(self, message: str, existing: bytes | None = None) -> None:
+        super().__init__(message)
+        self.existing = existing
 
 
 class InvalidPathError(StorageError):

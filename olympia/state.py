@@ -56,7 +56,9 @@ class OverlayState:
         pending = sorted((k, v) for k, v in self.overlay.items() if k.startswith(prefix))
         committed = (
             (k, v)
-            for k, v in tree.scan(self.root.node, prefix, self.store.load_node)
+            for k, v in tree.scan(
+                self.root.node, prefix, self.store.load_node, prefetch=self.store.prefetch_nodes
+            )
             if k not in self.overlay
         )
         with self.store.reading(self.root.version):

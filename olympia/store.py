@@ -16,6 +16,7 @@ A crash or error before step 2 completes leaves only unreachable files.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from olympia import layout, tree
 from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
@@ -45,6 +47,8 @@ from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.storage.base import Storage
 
 _WRITE_WORKERS = 16
+
+T = TypeVar("T")
 
 
 #: Every open store, so a forked child can reset their threads (see below).
@@ -103,6 +107,13 @@ class MissingFileError(CorruptCatalogError):
 #: How often a reader starts over when expiration moves the floor under it.
 _FLOOR_ROUNDS = 8
 
+#: Roots read in the first round of a probe from a known version (format.md §2.2).
+_PROBE_WIDTH = 4
+#: Rounds of a probe from a known version before the full procedure takes over.
+_PROBE_ROUNDS = 3
+#: Readers of a bounded pool: roots of a probe, the children of a listing.
+_READ_WORKERS = 64
+
 
 class _LRU:
     def __init__(self, capacity: int) -> None:
@@ -148,7 +159,11 @@ class CatalogStore:
         #: Cache for data derived from immutable files (e.g. conflict footprints).
         self.derived = _LRU(cache_size)
         self._pool: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        #: The newest version this store saw published (found or committed):
+        #: where the next probe for the latest version starts (-1: none yet).
+        self._seen = -1
         self.last_write = WriteStats()
         _LIVE_STORES.add(self)
 
@@ -157,6 +172,7 @@ class CatalogStore:
         only the thread that forked, so the inherited pool would never run a
         task and a lock held by another thread would never be released."""
         self._pool = None
+        self._readers = None
         self._pool_lock = threading.Lock()
         for cache in (self._nodes, self._values, self._roots, self.derived):
             cache.reset_lock()
@@ -256,6 +272,11 @@ class CatalogStore:
             raise VersionNotFoundError(
                 f"version {version} does not exist in the catalog at {self.storage.location}"
             ) from None
+        return self._decode_root(version, data)
+
+    def _decode_root(self, version: int, data: bytes) -> Root:
+        """The root of ``version`` from the bytes of its root file (cached)."""
+        path = layout.root_path(version)
         nf = decode_node(data, path)
         if nf.root is None or nf.root.version != version:
             raise CorruptCatalogError(
@@ -278,7 +299,14 @@ class CatalogStore:
 
     def load_latest(self) -> Root:
         """The root of the latest version, starting over when expiration
-        removes the version found before its root could be read."""
+        removes the version found before its root could be read.
+
+        A store that saw a version before probes from it (two sequential
+        rounds of requests on S3: the roots above it, then the floor); a
+        fresh one reads the hint and the floor first (three)."""
+        root = self._probe_known()
+        if root is not None:
+            return root
         for _ in range(_FLOOR_ROUNDS - 1):
             version = self.latest_version()
             try:
@@ -313,15 +341,154 @@ class CatalogStore:
         Raises:
             CatalogNotFoundError: no catalog at this location.
         """
+        root = None
+        with contextlib.suppress(CorruptCatalogError):  # the number needs no decodable root
+            root = self._probe_known()
+        if root is not None:
+            return root.version
         for _ in range(_FLOOR_ROUNDS):
             oldest = self.oldest_version()
             found = self._probe_latest(oldest)
             floor = self.oldest_version()
             if found is not None and found >= floor:
+                self._note_seen(found)
                 return found
             if found is None and floor == oldest:
                 break  # nothing moved under the probe: no root where the floor says
-        return self._latest_by_listing()
+        found = self._latest_by_listing()
+        self._note_seen(found)
+        return found
+
+    def _note_seen(self, version: int) -> None:
+        if version > self._seen:
+            self._seen = version
+
+    def _probe_known(self) -> Root | None:
+        """The latest version, probed from the newest one this store saw (or,
+        in a fresh store, from the hint), or None where only the full
+        procedure of :meth:`latest_version` can answer (no catalog, a hint
+        ahead of the roots, expiration moving the floor during the probe).
+
+        This is format.md §2.2 step 4 with the probes of one round sent
+        together: roots ``s, s+1, ..., s+w`` are read at once (``s`` only
+        checked for existence when its root is cached), the first missing
+        one ends the run, and the floor is read afterwards.
+        """
+        start = self._seen
+        if start < 0:
+            hint, floor = self._parallel(
+                [
+                    lambda: self._read_counter(layout.LATEST_HINT),
+                    lambda: self._read_counter(layout.OLDEST_FLOOR),
+                ]
+            )
+            start = max(hint or 0, floor or 0)
+        width = _PROBE_WIDTH
+        for _ in range(_PROBE_ROUNDS):
+            found = self._probe_round(start, width)
+            if found is None:
+                return None
+            last, complete = found
+            if not complete:
+                # Versions are dense above the floor: ``last`` was the latest
+                # when its successor was found missing, unless expiration had
+                # deleted that successor, which the floor read now tells
+                # (it writes the floor before deleting any root).
+                if last < self.oldest_version():
+                    return None
+                self._note_seen(last)
+                return self.load_root(last)
+            start, width = last, width * 4
+        return None
+
+    def _probe_round(
+        self, start: int, width: int, start_exists: bool = False
+    ) -> tuple[int, bool] | None:
+        """Read the roots of ``start .. start + width`` (existence is always
+        asked of the storage); return the last of the unbroken run from
+        ``start`` and whether the whole range was present, or None when
+        ``start`` is missing or a root follows a missing one."""
+        versions = list(range(start, min(start + width, layout.MAX_VERSION) + 1))
+        cached = self._roots.get(layout.root_path(start)) is not None
+
+        def probe(v: int) -> Callable[[], bytes | bool | None]:
+            path = layout.root_path(v)
+            if v == start and start_exists:
+                return lambda: True
+            if v == start and cached:
+                return lambda: self.storage.exists(path) or None
+
+            def read() -> bytes | None:
+                try:
+                    return self.storage.read(path)
+                except StorageFileNotFoundError:
+                    return None
+
+            return read
+
+        if self.storage.parallel_reads:
+            replies = self._parallel([probe(v) for v in versions])
+        else:  # one at a time, stopping at the first missing root
+            replies = []
+            for v in versions:
+                replies.append(probe(v)())
+                if replies[-1] is None:
+                    break
+        if replies[0] is None:
+            return None
+        run = 1
+        while run < len(replies) and replies[run] is not None:
+            run += 1
+        if any(r is not None for r in replies[run:]):
+            return None  # a root after a gap: expiration is deleting roots
+        last = versions[run - 1]
+        for v, data in zip(versions[:run], replies[:run], strict=True):
+            if isinstance(data, bytes) and self._roots.get(layout.root_path(v)) is None:
+                if v == last:
+                    self._decode_root(v, data)
+                else:
+                    # Kept for the conflict checks of a commit that rebases over
+                    # them; a damaged one is reported by whoever needs it.
+                    with contextlib.suppress(CorruptCatalogError):
+                        self._decode_root(v, data)
+        return last, run == len(versions) and last < layout.MAX_VERSION
+
+    def load_after_lost_race(self, taken: int, probe: bool = True) -> Root:
+        """A new base after losing the race for version ``taken``: the latest
+        version found by probing from ``taken`` (one round on S3), or without
+        ``probe``, on remote storage, the winner's root itself when losing
+        read it. The floor is not read: a commit built on a version that
+        expiration removes is refused by the check after publishing
+        (spec/transactions.md §8.4)."""
+        self._note_seen(taken)
+        known = self._roots.get(layout.root_path(taken)) is not None
+        if known and self.storage.parallel_reads and not probe:
+            # Losing read the winner's root (to tell it from our own write):
+            # build on it at once rather than spend a round on probing.
+            return self.load_root(taken)
+        found = self._probe_round(taken, _PROBE_WIDTH, start_exists=known)
+        if found is not None and not found[1]:
+            return self.load_root(found[0])
+        return self.load_latest()
+
+    def _parallel(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Run ``calls`` on the reader pool, at most its size at a time; their
+        results in order (the first exception is raised)."""
+        if len(calls) <= 1 or not self.storage.parallel_reads:
+            return [c() for c in calls]
+        with self._pool_lock:
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(_READ_WORKERS, thread_name_prefix="olympia-read")
+            pool = self._readers
+        futures = [pool.submit(c) for c in calls]
+        return [f.result() for f in futures]
+
+    def prefetch_nodes(self, paths: Sequence[str]) -> None:
+        """Load the node files at ``paths`` into the cache, in parallel where
+        the storage benefits (a listing reads sibling leaves this way)."""
+        missing = [p for p in paths if self._nodes.get(p) is None]
+        if len(missing) > 1 and self.storage.parallel_reads:
+            self._parallel([functools.partial(self.load_node, p) for p in missing])
 
     def _probe_up(self, low: int) -> int:
         """The last version of the dense run of roots starting at existing ``low``."""
@@ -387,6 +554,9 @@ class CatalogStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+            if self._readers is not None:
+                self._readers.shutdown(wait=True)
+                self._readers = None
         self.storage.close()
 
     def _materialize(
@@ -482,10 +652,12 @@ class CatalogStore:
         path = layout.root_path(version)
         try:
             self.storage.put_if_absent(path, root_bytes)
-        except StorageFileExistsError:
+        except StorageFileExistsError as exc:
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
             # published identical files under the same names.
+            self._note_seen(version)
+            self._keep_winner(version, exc.existing)
             raise CommitConflictError(
                 f"version {version} was committed by another writer first",
                 version=version,
@@ -498,6 +670,8 @@ class CatalogStore:
             except StorageError:
                 raise CommitFailedError(f"publishing version {version} failed: {exc}") from exc
             if landed != root_bytes:
+                self._note_seen(version)
+                self._keep_winner(version, landed)
                 raise CommitConflictError(
                     f"version {version} was committed by another writer first",
                     version=version,
@@ -517,10 +691,18 @@ class CatalogStore:
         self.last_write = WriteStats(files=len(sizes) + 1, bytes=sum(sizes) + len(root_bytes))
         result = Root(version, stored_root, info, definition, now)
         self._roots.put(path, result)
+        self._note_seen(version)
         # Only a hint, which readers probe past: written in the background so
         # that it costs the commit nothing.
         self._executor().submit(self._write_hint, version)
         return result
+
+    def _keep_winner(self, version: int, data: bytes | None) -> None:
+        """Cache the root another writer published as ``version``, read while
+        losing the race for it: the loser rebases on it next."""
+        if data is not None and self._roots.get(layout.root_path(version)) is None:
+            with contextlib.suppress(CorruptCatalogError):
+                self._decode_root(version, data)
 
     def _floor_after_publish(self, version: int) -> int:
         """Read ``vn/oldest`` after publishing ``version``.

@@ -18,6 +18,7 @@ from olympia.conflicts import (
     check_snapshot,
     footprint_from_root,
     is_write,
+    sees,
 )
 from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
@@ -44,7 +45,11 @@ from olympia.state import OverlayState
 from olympia.store import CatalogStore, Root
 
 A = apb.ActionType
+#: Publish attempts of one commit (spec/transactions.md §3). Every lost race
+#: means another transaction committed, so running out means a livelock.
 DEFAULT_MAX_ATTEMPTS = 100
+#: Lost races in a row retried without any pause (spec/transactions.md §3).
+_FREE_RETRIES = 4
 #: How old an unfinished claim of a distributed transaction must be before
 #: ``resume`` lets another process finish it (spec/transactions.md §6.5).
 DEFAULT_RECOVER_AFTER_SECONDS = 60.0
@@ -82,6 +87,14 @@ def footprint_of(store: CatalogStore, version: int) -> Footprint:
     fp = footprint_from_root(version, root.info.begin_version, root.info.actions)
     store.derived.put(cache_key, fp)
     return fp
+
+
+def _replay_keys(pending: Footprint, own: str | None) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The keys and prefixes whose change forces a full replay of a rebase."""
+    keys = set(pending.writes) | pending.member_reads | pending.content_reads
+    if own is not None:
+        keys.add(own)
+    return frozenset(keys), tuple(sorted(pending.prefix_reads))
 
 
 def _now_millis() -> int:
@@ -717,23 +730,43 @@ class Transaction(CatalogReader):
             target = store.load_latest()
         state = self._state
         encoded = [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions]
-        for attempt in range(self.max_attempts):
-            if store.storage.exists(layout.root_path(target.version + 1)):
-                # Already lost: skip encoding and writing nodes for a taken version.
-                target = store.load_latest()
+        # Carried across attempts, so that each retry costs O(versions committed
+        # since the previous attempt) (spec/transactions.md §3): versions in
+        # (begin, checked] passed the rules of §4.1 and ``state`` is the replay
+        # on ``checked``; ``seen`` are the concurrent versions pending's reads see.
+        checked = begin
+        relevant = _replay_keys(pending, own if self._dist is not None else None)
+        seen: list[Footprint] = []
+        known: dict[int, Footprint] = {}
+        losses = 0
+        for _attempt in range(self.max_attempts):
             if self._dist is not None and _object_value(store, target, own) is None:
                 # Another process published this transaction's outcome (§6.4).
                 raise _claimed_error(store, self._keys, self.id, begin, None, target.version)
             serialized_before: list[int] = []
-            if target.version != begin:
+            if target.version > checked:
                 # Write-write rules, then the replay (a failed precondition is
-                # `structural`), then the dependency graph (spec §3).
-                if not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    self._check(pending, target.version)
-                state = self._replay(writes, target)
-                if not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    serialized_before = self._check_order(pending, target.version)
+                # `structural`), then the dependency graph (spec §3), each on
+                # the versions not examined by an earlier attempt only.
+                if _UNSAFE_SKIP_CONFLICT_CHECKS:
+                    state = self._replay(writes, target)
+                else:
+                    new = self._check(pending, checked, target.version)
+                    state = self._rebase(writes, state, target, new, relevant)
+                    known.update((c.version, c) for c in new)
+                    seen.extend(c for c in new if sees(pending, c) is not None)
+                checked = target.version
+            if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
+                serialized_before = self._check_order(pending, target.version, known)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
+            if not store.storage.parallel_reads and store.storage.exists(
+                layout.root_path(target.version + 1)
+            ):
+                # Local storage: an existence check costs far less than
+                # encoding and writing node files for a version already taken.
+                losses += 1
+                target = store.load_after_lost_race(target.version + 1)
+                continue
             try:
                 done = store.commit(
                     target.version + 1,
@@ -749,22 +782,30 @@ class Transaction(CatalogReader):
             except CommitConflictError as exc:
                 if exc.rule != "version-taken":
                     raise
-                time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
-                target = store.load_latest()
+                losses += 1
+                if losses > _FREE_RETRIES:
+                    # Only a livelock breaker: a loser normally retries at once
+                    # on the newer base, as fresh as any new transaction's.
+                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (losses - _FREE_RETRIES))))
+                # After one lost race, build on the winner's root at once; after
+                # more in a row, find the latest version first, so as not to
+                # keep losing to writers that started later.
+                target = store.load_after_lost_race(target.version + 1, probe=losses > 1)
                 continue
             return done.version
         raise CommitConflictError(
-            f"transaction {self.id} lost the race for a new version {self.max_attempts} times; "
-            f"try again later",
+            f"transaction {self.id} lost the race for a new version {self.max_attempts} times "
+            f"(max_attempts) although nothing conflicted; try again later",
             version=target.version,
             rule="retries-exhausted",
         )
 
-    def _check(self, pending: Footprint, latest: int) -> None:
-        """The rules of spec §4.1 against the versions in ``(begin, latest]``."""
+    def _check(self, pending: Footprint, checked: int, latest: int) -> list[Footprint]:
+        """The rules of spec §4.1 against the versions in ``(checked, latest]``;
+        return their footprints."""
         store, begin = self._store, self.begin_version
         try:
-            window = [footprint_of(store, v) for v in range(begin + 1, latest + 1)]
+            window = [footprint_of(store, v) for v in range(checked + 1, latest + 1)]
         except VersionNotFoundError:
             raise CommitConflictError(
                 f"versions after {begin} were expired before transaction {self.id} committed",
@@ -772,16 +813,48 @@ class Transaction(CatalogReader):
                 rule="history-expired",
             ) from None
         check_snapshot(pending, window, self.isolation, self._describe)
+        return window
 
-    def _check_order(self, pending: Footprint, latest: int) -> list[int]:
+    def _rebase(
+        self,
+        writes: Sequence[apb.Action],
+        state: OverlayState,
+        target: Root,
+        new: Sequence[Footprint],
+        relevant: tuple[frozenset[str], tuple[str, ...]],
+    ) -> OverlayState:
+        """The replay of ``writes`` on ``target``, given ``state``, their replay
+        on an older version, and ``new``, the versions between the two.
+
+        Replaying a write reads only keys in the transaction's footprint (its
+        precondition reads, the keys it writes) and the prefixes it lists. When
+        no version of ``new`` wrote one of them, the replay on ``target`` gives
+        exactly the overlay of ``state``, which is then kept as it is.
+        """
+        keys, prefixes = relevant
+        for c in new:
+            for key in c.writes:
+                if key in keys or key.startswith(prefixes):
+                    return self._replay(writes, target)
+        rebased = OverlayState(self._store, target)
+        rebased.overlay = dict(state.overlay)
+        return rebased
+
+    def _check_order(
+        self, pending: Footprint, latest: int, known: dict[int, Footprint]
+    ) -> list[int]:
         """SERIALIZABLE: the dependency graph of spec §4.2; the versions ``pending``
-        is serialized before."""
+        is serialized before. ``known`` holds footprints loaded already; the
+        search adds the older ones it loads."""
         if self.isolation != "serializable":
             return []
         store = self._store
 
         def committed(v: int) -> Footprint:
-            return footprint_of(store, v)
+            fp = known.get(v)
+            if fp is None:
+                fp = known[v] = footprint_of(store, v)
+            return fp
 
         pending.version = latest + 1
         return check_serializable(pending, latest, committed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from olympia.errors import CorruptCatalogError
 from olympia.node import EMPTY_LEAF, ChildRef, Loader, Node, Value
@@ -50,18 +50,34 @@ def get(root: Node, key: str, loader: Loader) -> Value | None:
     return None
 
 
+#: Children a scan asks to have loaded together first, and at most later on.
+_PREFETCH_FIRST = 16
+_PREFETCH_MAX = 64
+
+Prefetch = Callable[[Sequence[str]], None]
+
+
 def scan(
-    root: Node, prefix: str, loader: Loader, start: str | None = None
+    root: Node,
+    prefix: str,
+    loader: Loader,
+    start: str | None = None,
+    prefetch: Prefetch | None = None,
 ) -> Iterator[tuple[str, Value]]:
     """Yield ``(key, value)`` for every key starting with ``prefix``, in order.
 
-    ``start`` (inclusive), when given, skips keys below it.
+    ``start`` (inclusive), when given, skips keys below it. ``prefetch``,
+    when given, is handed the paths of sibling children the scan is about to
+    read (16, then 64 at a time), so that a
+    loader can fetch them together instead of one after another.
     """
     lower = max(prefix, start) if start is not None else prefix
-    yield from _scan(root, prefix, lower, loader)
+    yield from _scan(root, prefix, lower, loader, prefetch)
 
 
-def _scan(node: Node, prefix: str, lower: str, loader: Loader) -> Iterator[tuple[str, Value]]:
+def _scan(
+    node: Node, prefix: str, lower: str, loader: Loader, prefetch: Prefetch | None
+) -> Iterator[tuple[str, Value]]:
     if node.is_leaf:
         for i in range(bisect_left(node.keys, lower), len(node.keys)):
             key = node.keys[i]
@@ -70,10 +86,17 @@ def _scan(node: Node, prefix: str, lower: str, loader: Loader) -> Iterator[tuple
             yield key, node.values[i]
         return
     first = max(bisect_right(node.keys, lower) - 1, 0)
-    for i in range(first, len(node.keys)):
-        if i > first and node.keys[i] > prefix and not node.keys[i].startswith(prefix):
-            return
-        yield from _scan(resolve(node.children[i], loader), prefix, lower, loader)
+    end = first + 1  # children [first, end) may hold keys under the prefix
+    while end < len(node.keys) and (node.keys[end] <= prefix or node.keys[end].startswith(prefix)):
+        end += 1
+    fetched, window = first, _PREFETCH_FIRST
+    for i in range(first, end):
+        if prefetch is not None and i >= fetched:
+            paths = [c for c in node.children[i : min(i + window, end)] if not isinstance(c, Node)]
+            if len(paths) > 1:
+                prefetch(paths)
+            fetched, window = i + window, min(window * 4, _PREFETCH_MAX)
+        yield from _scan(resolve(node.children[i], loader), prefix, lower, loader, prefetch)
 
 
 def apply(root: Node, changes: Sequence[Change], order: int, loader: Loader) -> Node:

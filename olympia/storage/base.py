@@ -48,6 +48,10 @@ class Storage(ABC):
 
     #: A human readable location, used in error messages.
     location: str = ""
+    #: Whether independent reads are worth sending together (a remote store
+    #: with a round trip per request); the catalog then probes roots and
+    #: fetches sibling nodes in parallel.
+    parallel_reads: bool = False
 
     def read(self, path: str) -> bytes:
         """Return the whole content of ``path``.

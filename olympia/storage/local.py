@@ -140,7 +140,9 @@ class LocalStorage(Storage):
         # Identical content counts as success, on every backend: a retry of a
         # write whose outcome was unknown must not be reported as a lost race.
         if existing != data:
-            raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
+            raise StorageFileExistsError(
+                f"file {path!r} already exists in {self.location}", existing
+            )
 
     def _overwrite(self, path: str, data: bytes) -> None:
         full = self._full(path)

@@ -65,9 +65,12 @@ class MemoryStorage(Storage):
         with _LOCK:
             if self._fs.isfile(full):
                 # Identical content counts as success (same rule as every backend).
-                if bytes(self._fs.cat_file(full)) == data:
+                existing = bytes(self._fs.cat_file(full))
+                if existing == data:
                     return
-                raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
+                raise StorageFileExistsError(
+                    f"file {path!r} already exists in {self.location}", existing
+                )
             try:
                 self._fs.pipe_file(full, data)
             except Exception as exc:

@@ -42,6 +42,7 @@ class S3Storage(Storage):
     except that the instance and listings caches are always off.
     """
 
+    parallel_reads = True
     #: Attempts of a put_if_absent that keeps getting 409 ConditionalRequestConflict.
     conflict_attempts: int = 6
     #: First back-off after a 409, in seconds; doubled per attempt, with jitter.
@@ -63,6 +64,12 @@ class S3Storage(Storage):
         self.location = f"s3://{root}"
         options = {**(storage_options or {}), "skip_instance_cache": True}
         options["use_listings_cache"] = False
+        # Room for the parallel reads of a listing or a probe (the catalog's
+        # reader pool has 64 threads); an explicit setting wins.
+        options["config_kwargs"] = {
+            "max_pool_connections": 64,
+            **(options.get("config_kwargs") or {}),
+        }
         self._options = options
         self._fs_pid = os.getpid()
         self._fs_obj: Any = self._new_fs()
@@ -152,7 +159,9 @@ class S3Storage(Storage):
         except StorageFileNotFoundError:
             existing = None  # deleted since: it existed when we lost
         if existing != data:
-            raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
+            raise StorageFileExistsError(
+                f"file {path!r} already exists in {self.location}", existing
+            )
 
     def _overwrite(self, path: str, data: bytes) -> None:
         with self._translating("overwrite", path):

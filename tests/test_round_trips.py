@@ -1,0 +1,148 @@
+"""Sequential S3 round trips of the public API, counted against moto over HTTP.
+
+Budgets (spec/format.md §2.2 and §8, spec/transactions.md §3): ``begin`` and
+``catalog.version`` 2 when the process has seen the catalog before;
+``load_catalog`` 3; a commit 3 (node PUTs, the root PUT, the floor read);
+a commit that lost one race 3 more; listing 10,000 tables 4. Each test also
+checks what the call returned, so that a cheaper but wrong answer fails.
+"""
+
+from __future__ import annotations
+
+from conftest import StorageLocation
+from s3_requests import record_s3_requests
+
+import olympia
+
+BEGIN_ROUNDS = 2
+LOAD_ROUNDS = 3
+COMMIT_ROUNDS = 3
+LOST_RACE_EXTRA_ROUNDS = 3
+LIST_10K_ROUNDS = 4
+
+
+def _catalog_with_table(location: StorageLocation) -> olympia.Catalog:
+    uri, options = location
+    cat = olympia.create_catalog(uri, options)
+    with cat.begin() as txn:
+        txn.create_namespace("ns")
+        txn.create_table("ns", "t", "s3://data/t/v0.json")
+    return cat
+
+
+def _update(cat: olympia.Catalog, location: str) -> int:
+    txn = cat.begin()
+    txn.update_table("ns", "t", metadata_location=location)
+    return txn.commit()
+
+
+def test_begin_and_version_take_two_rounds_once_the_catalog_was_seen(
+    s3_location: StorageLocation,
+) -> None:
+    cat = _catalog_with_table(s3_location)
+    other = olympia.load_catalog(*s3_location)
+    with record_s3_requests() as log:
+        # nothing new since this process last saw the catalog
+        version, m = log.measure(lambda: cat.version)
+        assert version == 1
+        assert m.rounds <= BEGIN_ROUNDS, m.operations()
+        # another process committed two versions meanwhile
+        assert _update(other, "s3://data/t/v1.json") == 2
+        assert _update(other, "s3://data/t/v2.json") == 3
+        txn, m = log.measure(cat.begin)
+        assert txn.begin_version == 3
+        assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v2.json"
+        assert m.rounds <= BEGIN_ROUNDS, m.operations()
+        txn.rollback()
+        version, m = log.measure(lambda: cat.version)
+        assert version == 3
+        assert m.rounds <= BEGIN_ROUNDS, m.operations()
+    other.close()
+    cat.close()
+
+
+def test_load_catalog_takes_three_rounds(s3_location: StorageLocation) -> None:
+    cat = _catalog_with_table(s3_location)
+    _update(cat, "s3://data/t/v1.json")
+    with record_s3_requests() as log:
+        loaded, m = log.measure(lambda: olympia.load_catalog(*s3_location))
+        assert m.rounds <= LOAD_ROUNDS, m.operations()
+    assert loaded.version == 2
+    loaded.close()
+    cat.close()
+
+
+def test_commit_takes_three_rounds_and_writes_the_hint_in_the_background(
+    s3_location: StorageLocation,
+) -> None:
+    cat = _catalog_with_table(s3_location)
+    with record_s3_requests() as log:
+        txn = cat.begin()
+        txn.update_table("ns", "t", metadata_location="s3://data/t/v1.json")
+        txn.create_table("ns", "u", "s3://data/u/v0.json")
+        version, m = log.measure(txn.commit)
+    assert version == 2
+    assert m.rounds <= COMMIT_ROUNDS, m.operations()
+    # no existence check of the root before its conditional PUT
+    assert not any(r.operation == "HeadObject" for r in m.waited), m.operations()
+    assert [r.operation for r in m.background] == ["PutObject"]  # vn/latest
+    assert {t for t in cat.latest().list_tables("ns")} == {"t", "u"}
+    cat.close()
+
+
+def test_a_lost_race_costs_at_most_three_more_rounds(s3_location: StorageLocation) -> None:
+    cat = _catalog_with_table(s3_location)
+    other = olympia.load_catalog(*s3_location)
+    with record_s3_requests() as log:
+        other_txn = other.begin()
+        other_txn.create_table("ns", "o", "s3://data/o/v0.json")
+        txn = cat.begin()
+        txn.update_table("ns", "t", metadata_location="s3://data/t/mine.json")
+        assert other_txn.commit() == 2
+        version, m = log.measure(txn.commit)
+        assert version == 3
+        assert m.rounds <= COMMIT_ROUNDS + LOST_RACE_EXTRA_ROUNDS, m.operations()
+    latest = cat.latest()
+    assert latest.describe_table("ns", "t").metadata_location == "s3://data/t/mine.json"
+    assert set(latest.list_tables("ns")) == {"t", "o"}
+    other.close()
+    cat.close()
+
+
+def test_listing_ten_thousand_tables_takes_four_rounds(s3_location: StorageLocation) -> None:
+    uri, options = s3_location
+    cat = olympia.create_catalog(uri, options)
+    names = [f"table{i:05d}" for i in range(10_000)]
+    with cat.begin() as txn:
+        txn.create_namespace("ns")
+        for name in names:
+            txn.create_table("ns", name, f"s3://data/{name}/v0.json")
+    cat.close()
+    cat = olympia.load_catalog(uri, options)  # nothing but the root is cached
+    with record_s3_requests() as log:
+        view = cat.latest()
+        listed, m = log.measure(lambda: view.list_tables("ns"))
+    assert sorted(listed) == names
+    assert m.rounds <= LIST_10K_ROUNDS, m.operations()
+    cat.close()
+
+
+def test_probing_from_a_version_that_expiration_removed_finds_the_latest(
+    s3_location: StorageLocation,
+) -> None:
+    cat = _catalog_with_table(s3_location)
+    assert cat.version == 1  # this process has seen version 1
+    other = olympia.load_catalog(*s3_location)
+    for i in range(2, 9):
+        assert _update(other, f"s3://data/t/v{i}.json") == i
+    other.expire_versions(keep_last=2, grace_seconds=0)
+    assert other.oldest_version == 7
+    # roots 1..6 are gone: the probe from version 1 must not answer 1 or stop
+    # at a gap, but find version 8
+    assert cat.version == 8
+    txn = cat.begin()
+    assert txn.begin_version == 8
+    assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v8.json"
+    txn.rollback()
+    other.close()
+    cat.close()
