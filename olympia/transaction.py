@@ -41,7 +41,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
 from olympia.state import OverlayState
-from olympia.store import CatalogStore, Root
+from olympia.store import CatalogStore, PreparedActions, Root
 
 A = apb.ActionType
 DEFAULT_MAX_ATTEMPTS = 100
@@ -79,7 +79,7 @@ def footprint_of(store: CatalogStore, version: int) -> Footprint:
     if cached is not None:
         return cached  # type: ignore[return-value]
     root = store.load_root(version)
-    fp = footprint_from_root(version, root.info.begin_version, root.info.actions)
+    fp = footprint_from_root(version, root.info.begin_version, store.load_actions(root))
     store.derived.put(cache_key, fp)
     return fp
 
@@ -716,7 +716,11 @@ class Transaction(CatalogReader):
         if self._dist is not None:  # its catalog object lives in a later version
             target = store.load_latest()
         state = self._state
-        encoded = [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions]
+        encoded = PreparedActions(
+            [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions],
+            self.id,
+            target.definition,
+        )
         for attempt in range(self.max_attempts):
             if store.storage.exists(layout.root_path(target.version + 1)):
                 # Already lost: skip encoding and writing nodes for a taken version.
