@@ -15,7 +15,7 @@ import itertools
 import re
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -315,11 +315,16 @@ _Rows = tuple[int, list[str | None], list[bytes | None], list[str | None], list[
 
 
 def _read_rows(
-    data: bytes, magic: bytes, versions: Sequence[int], bad: Callable[[str], CorruptCatalogError]
+    data: bytes,
+    magic: bytes,
+    versions: Sequence[int],
+    bad: Callable[[str], CorruptCatalogError],
+    *,
+    checksum: bool = True,
 ) -> _Rows:
     """Open an Arrow IPC file of the node schema and verify magic, version,
-    schema, buffers and checksum; return (format version, keys, values,
-    defs, children)."""
+    schema, buffers and (with ``checksum``) the CRC; return (format version,
+    keys, values, defs, children)."""
     try:
         reader = pa.ipc.open_file(pa.BufferReader(data))
         table = reader.read_all()
@@ -343,9 +348,10 @@ def _read_rows(
     if names != SCHEMA.names or types != SCHEMA.types:
         raise bad(f"unexpected schema {names}")
     raw_keys, values, raw_defs, raw_children = (_raw_column(table, n, bad) for n in SCHEMA.names)
-    crc = _checksum([raw_keys, values, raw_defs, raw_children])
-    if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
-        raise bad("checksum mismatch")
+    if checksum:
+        crc = _checksum([raw_keys, values, raw_defs, raw_children])
+        if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
+            raise bad("checksum mismatch")
     # Only now, with the content known to be what the writer wrote, is text decoded.
     keys = _text_column(raw_keys, "key", bad)
     defs = _text_column(raw_defs, "def", bad)
@@ -482,24 +488,58 @@ def decode_node(data: bytes, path: str) -> NodeFile:
     )
 
 
+#: Rows per record batch of an action file: the writer holds one batch of
+#: uncompressed rows at a time.
+ACTION_BATCH_ROWS = 32768
+
+
 def encode_actions(
     transaction_id: str,
-    actions: Sequence[tuple[str, bytes]],
+    actions: Iterable[tuple[str, bytes]],
+    count: int,
     created_at_millis: int,
     compression: str | None = "zstd",
 ) -> bytes:
-    """An action file (spec/format.md §3.5) holding ``actions``."""
-    n = len(actions)
-    keys = [K_CREATED_AT, K_TRANSACTION_ID, K_N_ACTIONS]
-    values: list[bytes | None] = [
-        str(created_at_millis).encode(),
-        transaction_id.encode(),
-        str(n).encode(),
-    ]
-    keys.extend(k for k, _ in actions)
-    values.extend(v for _, v in actions)
-    nulls: list[str | None] = [None] * len(keys)
-    return _write_file(ACTIONS_MAGIC, 2, keys, values, nulls, nulls, compression)
+    """An action file (spec/format.md §3.5) holding the ``count`` ``actions``,
+    written one record batch at a time.
+
+    Raises:
+        ValueError: ``actions`` does not yield ``count`` items.
+    """
+    schema = SCHEMA.with_metadata({META_MAGIC: ACTIONS_MAGIC, META_VERSION: b"2"})
+    options = pa.ipc.IpcWriteOptions(
+        compression=None if compression in (None, "none") else compression
+    )
+    sink = pa.BufferOutputStream()
+    written = 0
+
+    def batch(keys: list[bytes], values: list[bytes]) -> pa.RecordBatch:
+        nulls = pa.nulls(len(keys), pa.utf8())
+        return pa.record_batch(
+            [
+                pa.array(keys, pa.binary()).view(pa.utf8()),
+                pa.array(values, pa.binary()),
+                nulls,
+                nulls,
+            ],
+            schema=schema,
+        )
+
+    with pa.ipc.new_file(sink, schema, options=options) as writer:
+        keys = [k.encode() for k in (K_CREATED_AT, K_TRANSACTION_ID, K_N_ACTIONS)]
+        values = [str(created_at_millis).encode(), transaction_id.encode(), str(count).encode()]
+        for key, value in actions:
+            keys.append(key.encode("utf-8"))
+            values.append(value)
+            written += 1
+            if len(keys) >= ACTION_BATCH_ROWS:
+                writer.write_batch(batch(keys, values))
+                keys, values = [], []
+        if keys:
+            writer.write_batch(batch(keys, values))
+    if written != count:
+        raise ValueError(f"encode_actions was promised {count} actions and got {written}")
+    return bytes(sink.getvalue().to_pybytes())
 
 
 @dataclass(frozen=True)
@@ -522,7 +562,7 @@ def decode_actions(data: bytes, path: str) -> ActionFile:
     def bad(why: str) -> CorruptCatalogError:
         return CorruptCatalogError(f"action file {path} is damaged or not an action file: {why}")
 
-    _, keys, values, defs, children = _read_rows(data, ACTIONS_MAGIC, (2,), bad)
+    _, keys, values, defs, children = _read_rows(data, ACTIONS_MAGIC, (2,), bad, checksum=False)
     system = _system_rows(keys, values, bad)
     ints: dict[str, int] = {}
     for k in (K_CREATED_AT, K_N_ACTIONS):

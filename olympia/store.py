@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NoReturn
 
 from olympia import layout, tree
 from olympia.codec import (
@@ -106,25 +107,30 @@ class PreparedActions:
 
     def __init__(
         self,
-        actions: Sequence[tuple[str, bytes]],
+        actions: Callable[[], Iterable[tuple[str, bytes]]],
+        count: int,
         transaction_id: str,
         definition: CatalogDefinition,
     ) -> None:
-        self.count = len(actions)
+        """``actions()`` yields the ``count`` (object key, serialized action)
+        pairs; it is called once, or twice for a small list."""
+        self.count = count
         self.inline: tuple[tuple[str, bytes], ...] = ()
         self.data: bytes | None = None
         self.path: str | None = None
         self._named_at = 0
         #: The name under which ``data`` was last written successfully.
         self.written: str | None = None
-        fits = self.count <= INLINE_ACTIONS_MAX and (
-            sum(len(v) for _, v in actions) <= INLINE_ACTION_BYTES_MAX
-        )
-        if fits or int(definition.format_version) < 2:
-            self.inline = tuple(actions)
-        else:
-            compression = definition.node_compression or "none"
-            self.data = encode_actions(transaction_id, actions, _now_millis(), compression)
+        if int(definition.format_version) < 2:
+            self.inline = tuple(actions())
+            return
+        if count <= INLINE_ACTIONS_MAX:
+            few = tuple(actions())
+            if sum(len(v) for _, v in few) <= INLINE_ACTION_BYTES_MAX:
+                self.inline = few
+                return
+        compression = definition.node_compression or "none"
+        self.data = encode_actions(transaction_id, actions(), count, _now_millis(), compression)
 
     def name(self) -> str | None:
         """The path to publish, renamed when the current name is old."""
@@ -320,16 +326,26 @@ class CatalogStore:
         try:
             yield
         except MissingFileError as exc:
-            try:
-                floor = self.oldest_version()
-            except StorageError:
-                raise exc from None
-            if version < floor:
-                raise VersionNotFoundError(
-                    f"version {version} was expired while it was being read "
-                    f"(oldest kept: {floor}); read a newer version"
-                ) from None
-            raise
+            self.missing_while_reading(version, exc)
+
+    def missing_while_reading(self, version: int, exc: MissingFileError) -> NoReturn:
+        """What :meth:`reading` raises for ``exc`` (for hot paths that catch
+        :class:`MissingFileError` themselves instead of entering the block).
+
+        Raises:
+            VersionNotFoundError: ``version`` is now below the floor.
+            MissingFileError: ``exc``, otherwise.
+        """
+        try:
+            floor = self.oldest_version()
+        except StorageError:
+            raise exc from None
+        if version < floor:
+            raise VersionNotFoundError(
+                f"version {version} was expired while it was being read "
+                f"(oldest kept: {floor}); read a newer version"
+            ) from None
+        raise exc
 
     def load_root(self, version: int, *, fresh: bool = False) -> Root:
         """The root of ``version``.
@@ -577,7 +593,8 @@ class CatalogStore:
         # one (written by tests of damage) from producing unreadable files.
         format_version = min(max(int(definition.format_version), 1), max(SUPPORTED_FORMAT_VERSIONS))
         if not isinstance(actions, PreparedActions):
-            actions = PreparedActions(actions, transaction_id, definition)
+            listed = tuple(actions)
+            actions = PreparedActions(lambda: listed, len(listed), transaction_id, definition)
         # Files are written in parallel while later ones are still being encoded.
         futures: list[Future[None]] = []
         sizes: list[int] = []

@@ -12,7 +12,10 @@ from typing import Any, cast
 
 from olympia import layout, tree, validate
 from olympia.conflicts import (
+    CONTENT_WRITES,
     MEMBER_READS,
+    MEMBER_WRITES,
+    READ_TYPES,
     Footprint,
     check_serializable,
     check_snapshot,
@@ -88,6 +91,116 @@ def _now_millis() -> int:
     return int(time.time() * 1000)
 
 
+#: One recorded action, kept compact: (type, object key, target key, payload).
+#: The payload of a read is its ``found`` flag (a read has no other field);
+#: that of any other action is the action serialized deterministically.
+_Record = tuple[int, str, str, "bytes | bool"]
+
+
+class ActionLog:
+    """The actions of a transaction, in order, stored as compact records
+    rather than protobuf messages: a message costs over a kilobyte of memory,
+    which a transaction of a million writes cannot afford. Indexing and
+    iterating give :class:`apb.Action` messages, built on demand."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self) -> None:
+        self._records: list[_Record] = []
+
+    @staticmethod
+    def _pack(action: apb.Action) -> _Record:
+        t, key = int(action.type), action.object_key
+        if t in READ_TYPES and action.read_only:
+            canonical = apb.Action(
+                type=cast(Any, t), object_key=key, read_only=True, found=action.found
+            )
+            if canonical == action:  # nothing else set: the flag says it all
+                return (t, key, "", bool(action.found))
+        return (t, key, action.target_key, action.SerializeToString(deterministic=True))
+
+    @staticmethod
+    def _unpack(record: _Record) -> apb.Action:
+        t, key, _, payload = record
+        if isinstance(payload, bool):
+            return apb.Action(type=cast(Any, t), object_key=key, read_only=True, found=payload)
+        return apb.Action.FromString(payload)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def __iter__(self) -> Iterator[apb.Action]:
+        return (self._unpack(r) for r in self._records)
+
+    def since(self, start: int) -> list[apb.Action]:
+        """The actions from index ``start`` on, as messages."""
+        return [self._unpack(r) for r in self._records[start:]]
+
+    def records(self, start: int = 0) -> list[_Record]:
+        return self._records[start:] if start else self._records
+
+    def append(self, action: apb.Action) -> None:
+        self._records.append(self._pack(action))
+
+    def append_read(self, action_type: int, key: str, found: bool) -> None:
+        self._records.append((action_type, key, "", found))
+
+    def append_write(self, action: apb.Action) -> None:
+        self._records.append(
+            (
+                int(action.type),
+                action.object_key,
+                action.target_key,
+                action.SerializeToString(deterministic=True),
+            )
+        )
+
+    def truncate(self, length: int) -> None:
+        del self._records[length:]
+
+    def writes(self) -> Iterator[apb.Action]:
+        """The write actions, as messages, one at a time."""
+        for record in self._records:
+            if not isinstance(record[3], bool) and record[0] not in READ_TYPES:
+                yield apb.Action.FromString(record[3])
+
+    def has_write(self) -> bool:
+        return any(not isinstance(r[3], bool) and r[0] not in READ_TYPES for r in self._records)
+
+    def encoded(self) -> Iterator[tuple[str, bytes]]:
+        """``(object key, serialized action)`` per action, for the root or
+        action file (spec/format.md §3.2)."""
+        for t, key, _, payload in self._records:
+            if isinstance(payload, bool):
+                yield key, _read_bytes(t, key, payload)
+            else:
+                yield key, payload
+
+    def footprint(self, version: int, begin: int) -> Footprint:
+        """The footprint of these actions, without building a message per
+        action where the record tells enough."""
+        fp = Footprint(version, begin)
+        for t, key, target, payload in self._records:
+            if isinstance(payload, bool) or t in _PLAIN_FOOTPRINT:
+                fp.add_plain(t, key, target)
+            else:
+                fp.add(apb.Action.FromString(payload))
+        return fp
+
+
+def _read_bytes(action_type: int, key: str, found: bool) -> bytes:
+    return apb.Action(
+        type=cast(Any, action_type), object_key=key, read_only=True, found=found
+    ).SerializeToString(deterministic=True)
+
+
+#: Action types whose footprint needs only type, key and target key.
+_PLAIN_FOOTPRINT = (MEMBER_WRITES | CONTENT_WRITES | READ_TYPES) - {A.NAMESPACE_ALTER}
+
+
 class Transaction(CatalogReader):
     """A transaction over the whole catalog.
 
@@ -113,7 +226,7 @@ class Transaction(CatalogReader):
         self._root = root
         self._keys = key_codec(root.definition)
         self._state = OverlayState(store, root)
-        self._actions: list[apb.Action] = []
+        self._actions = ActionLog()
         self._status = "open"
         self.id = txn_id or uuid.uuid4().hex
         self.isolation = isolation
@@ -160,7 +273,7 @@ class Transaction(CatalogReader):
     @property
     def actions(self) -> list[apb.Action]:
         """Copies of the actions recorded so far, in order."""
-        return [apb.Action.FromString(a.SerializeToString()) for a in self._actions]
+        return self._actions.since(0)
 
     def _check_open(self, finishing: bool = False) -> None:
         if self._status != "open":
@@ -184,9 +297,7 @@ class Transaction(CatalogReader):
 
     def _record(self, action_type: int, key: str, found: bool) -> None:
         self._check_open()
-        self._append(
-            [apb.Action(type=cast(Any, action_type), object_key=key, read_only=True, found=found)]
-        )
+        self._append([(action_type, key, found)])
 
     def _write(self, action: apb.Action) -> None:
         """Apply a write; record the preconditions it evaluated as reads, then
@@ -201,27 +312,39 @@ class Transaction(CatalogReader):
             self._append(self._check_reads(checks, ()))
             raise exc.error from None
         own = (action.object_key, action.target_key) if action.target_key else (action.object_key,)
-        self._append([*self._check_reads(checks, own), action], undo_state=True)
+        self._append(self._check_reads(checks, own), action, undo_state=True)
 
-    def _append(self, actions: Sequence[apb.Action], undo_state: bool = False) -> None:
-        """Record ``actions`` and store them (a distributed transaction's step).
+    def _append(
+        self,
+        reads: Sequence[tuple[int, str, bool]],
+        write: apb.Action | None = None,
+        undo_state: bool = False,
+    ) -> None:
+        """Record ``reads`` (type, key, found), then ``write``, and store them
+        (a distributed transaction's step).
 
         If storing fails, the actions and (with ``undo_state``) the changes
         applied since ``record_undo`` are undone: the operation has no effect.
         """
-        mark = len(self._actions)
-        self._actions.extend(actions)
+        log = self._actions
+        mark = len(log)
+        for t, key, found in reads:
+            log.append_read(t, key, found)
+        if write is not None:
+            log.append_write(write)
         try:
             self._persist_step()
         except BaseException:
-            del self._actions[mark:]
+            log.truncate(mark)
             if undo_state:
                 self._state.end_undo(restore=True)
             raise
         if undo_state:
             self._state.end_undo(restore=False)
 
-    def _check_reads(self, checks: Sequence[Check], own: Sequence[str]) -> list[apb.Action]:
+    def _check_reads(
+        self, checks: Sequence[Check], own: Sequence[str]
+    ) -> list[tuple[int, str, bool]]:
         """The precondition reads a write evaluated, as read actions to record
         (spec/transactions.md §1).
 
@@ -234,15 +357,15 @@ class Transaction(CatalogReader):
         an operation undone after a failed step leaves no trace in them.
         """
         reads, written = self._noted_reads, self._noted_writes
-        for a in self._actions[self._noted_upto :]:
-            if is_write(a):
-                written.add(a.object_key)
-                if a.target_key:
-                    written.add(a.target_key)
+        for t, key, target, _ in self._actions.records(self._noted_upto):
+            if t in MEMBER_WRITES or t in CONTENT_WRITES:
+                written.add(key)
+                if target:
+                    written.add(target)
             else:
-                reads.add((a.type, a.object_key))
+                reads.add((t, key))
         self._noted_upto = len(self._actions)
-        out: list[apb.Action] = []
+        out: list[tuple[int, str, bool]] = []
         seen: set[tuple[int, str]] = set()
         for check in checks:
             membership = check.action in MEMBER_READS
@@ -254,14 +377,7 @@ class Transaction(CatalogReader):
             ):
                 continue
             seen.add(pair)
-            out.append(
-                apb.Action(
-                    type=cast(Any, check.action),
-                    object_key=check.key,
-                    read_only=True,
-                    found=check.found,
-                )
-            )
+            out.append((check.action, check.key, check.found))
         return out
 
     # --- namespace writes ------------------------------------------------------------
@@ -558,7 +674,7 @@ class Transaction(CatalogReader):
     ) -> bytes:
         """A state step holding the actions not stored yet (spec/transactions.md §6.1)."""
         state = apb.TransactionState(
-            actions=self._actions[self._persisted :],
+            actions=self._actions.since(self._persisted),
             outcome=cast(Any, outcome),
             nonce=nonce,
             written_at_millis=_now_millis(),
@@ -703,11 +819,10 @@ class Transaction(CatalogReader):
         return version
 
     def _publish(self) -> int:
-        writes = [a for a in self._actions if is_write(a)]
         begin = self.begin_version
-        if not self._actions or (not writes and self.isolation == "snapshot"):
+        if not self._actions or (not self._actions.has_write() and self.isolation == "snapshot"):
             return begin
-        pending = Footprint.of(begin + 1, begin, self._actions)
+        pending = self._actions.footprint(begin + 1, begin)
         own = self._keys.transaction(self.id)
         if self._dist is not None:
             pending.writes.pop(own, None)
@@ -717,9 +832,7 @@ class Transaction(CatalogReader):
             target = store.load_latest()
         state = self._state
         encoded = PreparedActions(
-            [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions],
-            self.id,
-            target.definition,
+            self._actions.encoded, len(self._actions), self.id, target.definition
         )
         for attempt in range(self.max_attempts):
             if store.storage.exists(layout.root_path(target.version + 1)):
@@ -734,7 +847,7 @@ class Transaction(CatalogReader):
                 # `structural`), then the dependency graph (spec §3).
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
                     self._check(pending, target.version)
-                state = self._replay(writes, target)
+                state = self._replay(target)
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
                     serialized_before = self._check_order(pending, target.version)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
@@ -798,9 +911,9 @@ class Transaction(CatalogReader):
             return repr(key.rstrip())
         return f"{decoded.object_type.name.lower()} {'.'.join(decoded.parts)}"
 
-    def _replay(self, writes: Sequence[apb.Action], target: Root) -> OverlayState:
+    def _replay(self, target: Root) -> OverlayState:
         state = OverlayState(self._store, target)
-        for action in writes:
+        for action in self._actions.writes():
             try:
                 apply_write(state, self._keys, action)
             except PreconditionFailed as exc:
