@@ -183,22 +183,45 @@ class ActionLog:
         """The footprint of these actions, without building a message per
         action where the record tells enough."""
         fp = Footprint(version, begin)
+        member_reads, writes = fp.member_reads, fp.writes
         for t, key, target, payload in self._records:
-            if isinstance(payload, bool) or t in _PLAIN_FOOTPRINT:
+            # The two most common records first: an existence check and a create.
+            if t in MEMBER_READS:
+                member_reads.add(key)
+            elif t in _PLAIN_MEMBER_WRITES and key not in fp.alter_props:
+                writes[key] = True
+            elif isinstance(payload, bool) or t in _PLAIN_FOOTPRINT:
                 fp.add_plain(t, key, target)
             else:
                 fp.add(apb.Action.FromString(payload))
         return fp
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _read_bytes(action_type: int, key: str, found: bool) -> bytes:
-    return apb.Action(
-        type=cast(Any, action_type), object_key=key, read_only=True, found=found
-    ).SerializeToString(deterministic=True)
+    """``Action(type, object_key=key, read_only=True, found=found)`` serialized
+    deterministically, written directly: fields in number order, defaults
+    left out (the protobuf wire format; tests compare with protobuf's own)."""
+    raw = key.encode("utf-8")
+    out = [b"\x08" + _varint(action_type)] if action_type else []
+    if raw:
+        out.append(b"\x12" + _varint(len(raw)) + raw)
+    out.append(b"\x50\x01\x58\x01" if found else b"\x50\x01")  # read_only, found
+    return b"".join(out)
 
 
 #: Action types whose footprint needs only type, key and target key.
 _PLAIN_FOOTPRINT = (MEMBER_WRITES | CONTENT_WRITES | READ_TYPES) - {A.NAMESPACE_ALTER}
+#: Membership writes whose footprint is the key alone (not a rename).
+_PLAIN_MEMBER_WRITES = MEMBER_WRITES - {A.TABLE_RENAME}
 
 
 class Transaction(CatalogReader):
@@ -822,10 +845,18 @@ class Transaction(CatalogReader):
         begin = self.begin_version
         if not self._actions or (not self._actions.has_write() and self.isolation == "snapshot"):
             return begin
-        pending = self._actions.footprint(begin + 1, begin)
         own = self._keys.transaction(self.id)
-        if self._dist is not None:
-            pending.writes.pop(own, None)
+        built: list[Footprint] = []
+
+        def pending() -> Footprint:
+            """This transaction's footprint, built the first time a rebase needs it."""
+            if not built:
+                fp = self._actions.footprint(begin + 1, begin)
+                if self._dist is not None:
+                    fp.writes.pop(own, None)
+                built.append(fp)
+            return built[0]
+
         store = self._store
         target = self._root
         if self._dist is not None:  # its catalog object lives in a later version
@@ -846,10 +877,10 @@ class Transaction(CatalogReader):
                 # Write-write rules, then the replay (a failed precondition is
                 # `structural`), then the dependency graph (spec §3).
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    self._check(pending, target.version)
+                    self._check(pending(), target.version)
                 state = self._replay(target)
                 if not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    serialized_before = self._check_order(pending, target.version)
+                    serialized_before = self._check_order(pending(), target.version)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
             try:
                 done = store.commit(

@@ -247,3 +247,19 @@ def test_action_file_key_in_a_version_1_file_is_damage(tmp_path):
         w.write_table(table.replace_schema_metadata(meta))
     with pytest.raises(CorruptCatalogError, match=r"\$actions in a format version 1 file"):
         decode_node(sink.getvalue().to_pybytes(), "vn/x")
+
+
+@pytest.mark.parametrize("found", [False, True])
+@pytest.mark.parametrize(
+    "key", ["", "AAAC" + "ns".ljust(64) + "t".ljust(128), "AAAB\u00e9\U0001f600" * 40]
+)
+@pytest.mark.parametrize("action_type", [A.TABLE_EXISTS, A.VIEW_EXISTS, A.TABLES_LIST, 200])
+def test_read_records_serialize_as_protobuf_does(action_type, key, found):
+    """Reads are kept as (type, key, found) and serialized by hand for the
+    root or action file: byte for byte what protobuf writes."""
+    from olympia.transaction import _read_bytes
+
+    expected = apb.Action(
+        type=action_type, object_key=key, read_only=True, found=found
+    ).SerializeToString(deterministic=True)
+    assert _read_bytes(action_type, key, found) == expected
