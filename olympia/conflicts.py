@@ -247,7 +247,8 @@ def check_serializable(
 def footprint_from_root(
     version: int, begin: int | None, actions: Iterable[tuple[str, bytes]]
 ) -> Footprint:
-    """Build the footprint of a committed version from its root's action rows."""
+    """Build the footprint of a committed version from its action records
+    (the root's action rows, or its action file: spec/format.md §3.2)."""
     fp = Footprint(version, version - 1 if begin is None else begin)
     for key, data in actions:
         action = apb.Action()

@@ -85,6 +85,8 @@ def stored_definition_problem(definition: CatalogDefinition) -> str | None:
     if definition.format_version == 0:
         return "has no format_version"
     for name, (low, high) in _RANGES.items():
+        if name == "format_version":
+            continue  # a newer one is refused as unsupported, not as damage (§7)
         value = int(getattr(definition, name))
         if not low <= value <= high:
             return f"has {name} = {value}, outside [{low}, {high}]"

@@ -263,3 +263,55 @@ def test_read_records_serialize_as_protobuf_does(action_type, key, found):
         type=action_type, object_key=key, read_only=True, found=found
     ).SerializeToString(deterministic=True)
     assert _read_bytes(action_type, key, found) == expected
+
+
+def test_a_catalog_of_a_newer_format_version_is_refused_as_unsupported(tmp_path):
+    path = tmp_path / "c"
+    cat = _catalog(path)
+    root_file = path / layout.root_path(cat.version)
+    nf = decode_node(root_file.read_bytes(), "vn/x")
+    assert nf.root is not None
+    definition = olympia.proto.objects_pb2.CatalogDefinition()
+    definition.CopyFrom(cat.definition)
+    definition.format_version = 3
+    from dataclasses import replace
+
+    info = replace(nf.root, catalog_def=definition.SerializeToString(deterministic=True))
+    root_file.write_bytes(encode_node(replace(nf, root=info), "zstd"))
+    with pytest.raises(CorruptCatalogError, match="has format version 3; this olympia reads"):
+        olympia.load_catalog(str(path))
+
+
+FORMAT_1_FIXTURE = Path(__file__).parent / "fixtures" / "format1-catalog"
+
+
+def test_a_catalog_written_in_format_version_1_stays_readable_and_writable(tmp_path):
+    """tests/fixtures/format1-catalog was written by the release before format
+    version 2 (node_order 8; versions: create, a namespace with a table and a
+    view, 40 tables in one transaction, an update and a drop)."""
+    import shutil
+
+    path = tmp_path / "c"
+    shutil.copytree(FORMAT_1_FIXTURE, path)
+    cat = olympia.load_catalog(str(path))
+    assert cat.definition.format_version == 1 and cat.version == 3
+    latest = cat.latest()
+    assert latest.describe_table("ns", "t1").metadata_location == "s3://b/t1/v2.json"
+    assert latest.list_views("ns") == ["v1"]
+    assert len(latest.list_tables("ns")) == 40  # t1 and bulk01..bulk39
+    history = cat.history()
+    assert len(history[2].actions) == 81  # a NAMESPACE_EXISTS, then 2 per table: inline
+    assert [a.type for a in history[3].actions if a.type in (A.TABLE_UPDATE, A.TABLE_DROP)] == [
+        A.TABLE_UPDATE,
+        A.TABLE_DROP,
+    ]
+    assert cat.fsck().ok
+    assert cat.at_version(1).list_tables("ns") == ["t1"]
+    # Writing keeps format version 1: more than 64 actions stay inline.
+    _bulk(cat, n=50, prefix="more")
+    assert _action_files(path) == []
+    root = decode_node((path / layout.root_path(cat.version)).read_bytes(), "vn/x")
+    assert root.format_version == 1 and root.root is not None
+    assert len(root.root.actions) == 101
+    table = olympia.load_catalog(str(path)).latest().describe_table("ns", "more7")
+    assert table.metadata_location == "s3://b/more7.json"
