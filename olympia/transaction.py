@@ -148,11 +148,12 @@ class ActionLog:
     def append_read(self, action_type: int, key: str, found: bool) -> None:
         self._records.append((action_type, key, "", found))
 
-    def append_write(self, action: apb.Action) -> None:
+    def append_write(self, action: apb.Action, key: str | None = None) -> None:
+        """Record a write; ``key`` is ``action.object_key`` when the caller has it."""
         self._records.append(
             (
                 int(action.type),
-                action.object_key,
+                action.object_key if key is None else key,
                 action.target_key,
                 action.SerializeToString(deterministic=True),
             )
@@ -163,12 +164,12 @@ class ActionLog:
 
     def writes(self) -> Iterator[apb.Action]:
         """The write actions, as messages, one at a time."""
-        for record in self._records:
-            if not isinstance(record[3], bool) and record[0] not in READ_TYPES:
-                yield apb.Action.FromString(record[3])
+        for t, _, _, payload in self._records:
+            if t in _WRITE_TYPES and not isinstance(payload, bool):
+                yield apb.Action.FromString(payload)
 
     def has_write(self) -> bool:
-        return any(not isinstance(r[3], bool) and r[0] not in READ_TYPES for r in self._records)
+        return any(r[0] in _WRITE_TYPES for r in self._records)
 
     def encoded(self) -> Iterator[tuple[str, bytes]]:
         """``(object key, serialized action)`` per action, for the root or
@@ -220,6 +221,8 @@ def _read_bytes(action_type: int, key: str, found: bool) -> bytes:
 
 #: Action types whose footprint needs only type, key and target key.
 _PLAIN_FOOTPRINT = (MEMBER_WRITES | CONTENT_WRITES | READ_TYPES) - {A.NAMESPACE_ALTER}
+#: What :func:`is_write` calls a write.
+_WRITE_TYPES = MEMBER_WRITES | CONTENT_WRITES
 #: Membership writes whose footprint is the key alone (not a rename).
 _PLAIN_MEMBER_WRITES = MEMBER_WRITES - {A.TABLE_RENAME}
 
@@ -327,21 +330,23 @@ class Transaction(CatalogReader):
         the write itself (or, when a precondition fails, only the reads)."""
         self._check_open()
         checks: list[Check] = []
+        key = action.object_key  # one string for the overlay and the record
         self._state.record_undo()
         try:
-            apply_write(self._state, self._keys, action, checks)
+            apply_write(self._state, self._keys, action, checks, key)
         except PreconditionFailed as exc:
             self._state.end_undo(restore=True)
             self._append(self._check_reads(checks, ()))
             raise exc.error from None
-        own = (action.object_key, action.target_key) if action.target_key else (action.object_key,)
-        self._append(self._check_reads(checks, own), action, undo_state=True)
+        own = (key, action.target_key) if action.target_key else (key,)
+        self._append(self._check_reads(checks, own), action, undo_state=True, key=key)
 
     def _append(
         self,
         reads: Sequence[tuple[int, str, bool]],
         write: apb.Action | None = None,
         undo_state: bool = False,
+        key: str | None = None,
     ) -> None:
         """Record ``reads`` (type, key, found), then ``write``, and store them
         (a distributed transaction's step).
@@ -351,10 +356,10 @@ class Transaction(CatalogReader):
         """
         log = self._actions
         mark = len(log)
-        for t, key, found in reads:
-            log.append_read(t, key, found)
+        for read_type, read_key, found in reads:
+            log.append_read(read_type, read_key, found)
         if write is not None:
-            log.append_write(write)
+            log.append_write(write, key)
         try:
             self._persist_step()
         except BaseException:
