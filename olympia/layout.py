@@ -62,9 +62,12 @@ def node_path(data: bytes) -> str:
     return _content_path(NODE_DIR, data, "arrow")
 
 
-def action_path(data: bytes) -> str:
-    """Path of a new action file holding ``data``."""
-    return _content_path(ACT_DIR, data, "arrow")
+def action_path(data: bytes, millis: int | None = None, digest: str | None = None) -> str:
+    """Path of a new action file holding ``data``, named at ``millis`` (now by
+    default); ``digest``, when given, is ``content_digest(data)``."""
+    if millis is None:
+        millis = int(time.time() * 1000)
+    return f"{ACT_DIR}/{millis:013d}-{digest or content_digest(data)}.arrow"
 
 
 def def_path(data: bytes) -> str:

@@ -119,6 +119,7 @@ class PreparedActions:
         self.data: bytes | None = None
         self.path: str | None = None
         self._named_at = 0
+        self._digest: str | None = None
         #: The name under which ``data`` was last written successfully.
         self.written: str | None = None
         if int(definition.format_version) < 2:
@@ -138,7 +139,9 @@ class PreparedActions:
             return None
         now = _now_millis()
         if self.path is None or now - self._named_at > _ACTION_FILE_RENAME_MILLIS:
-            self.path = layout.action_path(self.data)
+            if self._digest is None:
+                self._digest = layout.content_digest(self.data)
+            self.path = layout.action_path(self.data, now, self._digest)
             self._named_at = now
         return self.path
 

@@ -315,3 +315,26 @@ def test_a_catalog_written_in_format_version_1_stays_readable_and_writable(tmp_p
     assert len(root.root.actions) == 101
     table = olympia.load_catalog(str(path)).latest().describe_table("ns", "more7")
     assert table.metadata_location == "s3://b/more7.json"
+
+
+def test_an_old_action_file_name_is_renewed_before_it_is_published_again(monkeypatch):
+    """A commit retried long after it named its action file names it anew
+    (same content, fresh time), so that expiration's grace period, which goes
+    by the time in the name, covers it (transactions.md §3)."""
+    from olympia import store as store_module
+    from olympia.definition import build_definition
+
+    definition = build_definition({})
+    actions = [(f"AAAC{i}", b"\x08\x0a") for i in range(INLINE_ACTIONS_MAX + 1)]
+    prepared = store_module.PreparedActions(lambda: actions, len(actions), "t", definition)
+    assert prepared.inline == () and prepared.data is not None
+    first = prepared.name()
+    assert first is not None and first.startswith("act/")
+    assert prepared.name() == first  # soon after: the same name
+    now = store_module._now_millis()
+    monkeypatch.setattr(store_module, "_now_millis", lambda: now + 61_000)
+    renewed = prepared.name()
+    assert renewed is not None and renewed != first
+    assert layout.created_millis(renewed) == now + 61_000
+    assert renewed.split("-")[1] == first.split("-")[1]  # same digest: same content
+    assert layout.content_matches(renewed, prepared.data)
