@@ -161,7 +161,7 @@ class Catalog:
         out: list[VersionInfo] = []
         for v in range(start, self.version + 1):
             try:
-                out.append(maintenance.version_info(self._store.load_root(v)))
+                out.append(maintenance.version_info(self._store, self._store.load_root(v)))
             except VersionNotFoundError:
                 if v >= self.oldest_version:
                     raise  # not expired meanwhile: really missing

@@ -5,6 +5,8 @@ Arrow IPC file with columns ``key`` (utf8), ``value`` (binary), ``def``
 (utf8) and ``child`` (utf8); rows are the system keys (``$...``), then the
 pivot table, then (root only) the committed actions. The schema metadata
 carries a magic string, the format version and a CRC-32 of the content.
+Action files (format version 2) use the same schema with another magic and
+hold the action records of one transaction.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import itertools
 import re
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -23,7 +25,14 @@ from olympia.layout import MAX_VERSION
 from olympia.node import DefRef, Node, Value
 
 MAGIC = b"olympia-node"
-FORMAT_VERSION = 1
+ACTIONS_MAGIC = b"olympia-actions"
+#: The format version writers of new catalogs use; readers take 1 and 2.
+FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (1, 2)
+#: A format version 2 root keeps its actions inline only up to these bounds
+#: (spec/format.md §3.2); beyond them they go to an action file.
+INLINE_ACTIONS_MAX = 64
+INLINE_ACTION_BYTES_MAX = 16 * 1024
 MAX_HEIGHT = 64
 
 META_MAGIC = b"olympia.magic"
@@ -52,13 +61,16 @@ K_TRANSACTION_ID = "$transaction_id"
 K_BEGIN_VERSION = "$begin_version"
 K_ISOLATION = "$isolation"
 K_SERIALIZED_BEFORE = "$serialized_before"
+K_ACTIONS = "$actions"
 _INT_KEYS = {K_CREATED_AT, K_HEIGHT, K_N_KEYS, K_VERSION, K_N_ACTIONS, K_BEGIN_VERSION}
 _TEXT_KEYS = {
+    K_ACTIONS,
     K_PREVIOUS_ROOT,
     K_ROLLBACK_FROM_ROOT,
     K_TRANSACTION_ID,
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
+    K_ACTIONS,
 }
 _ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
 #: System keys only a root may carry: a node file is a root exactly when it
@@ -69,6 +81,7 @@ _ROOT_ONLY_KEYS = _ROOT_KEYS | {
     K_BEGIN_VERSION,
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
+    K_ACTIONS,
 }
 #: Upper bounds of integer system values; the default is MAX_VERSION.
 _INT_MAX = {K_CREATED_AT: 253_402_300_799_999}  # 9999-12-31T23:59:59.999Z
@@ -83,7 +96,8 @@ class RootInfo:
     transaction_id: str
     previous_root: str | None = None
     rollback_from_root: str | None = None
-    #: (object key, serialized olympia.v1.Action) per committed action.
+    #: (object key, serialized olympia.v1.Action) per committed action held
+    #: inline as action rows; empty when ``action_file`` is set.
     actions: tuple[tuple[str, bytes], ...] = ()
     #: The version the committing transaction read from (its snapshot).
     begin_version: int | None = None
@@ -91,6 +105,16 @@ class RootInfo:
     isolation: str = ""
     #: Committed versions this one is serialized before (transactions.md).
     serialized_before: tuple[int, ...] = ()
+    #: Format version 2: path (``act/...``) of the action file that holds
+    #: the actions instead of ``actions`` (spec/format.md §3.5).
+    action_file: str | None = None
+    #: With ``action_file``: how many actions the file holds.
+    action_file_count: int = 0
+
+    @property
+    def n_actions(self) -> int:
+        """How many actions the committing transaction recorded."""
+        return self.action_file_count if self.action_file is not None else len(self.actions)
 
 
 @dataclass(frozen=True)
@@ -101,6 +125,8 @@ class NodeFile:
     created_at_millis: int
     root: RootInfo | None = None
     extra: dict[str, bytes] = field(default_factory=dict)
+    #: The ``olympia.format-version`` the file was read with (decoding only).
+    format_version: int = FORMAT_VERSION
 
 
 def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
@@ -118,11 +144,14 @@ def _utf8(values: Sequence[str | None]) -> list[bytes | None]:
     return [None if v is None else v.encode("utf-8") for v in values]
 
 
-def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
-    """Serialize a node whose children are all paths.
+def encode_node(
+    nf: NodeFile, compression: str | None = "zstd", format_version: int = FORMAT_VERSION
+) -> bytes:
+    """Serialize a node whose children are all paths, as a file of ``format_version``.
 
     Raises:
-        ValueError: a child is not a path (write children first).
+        ValueError: a child is not a path (write children first), or an
+            action file named in a format version 1 root.
     """
     node = nf.node
     keys: list[str] = []
@@ -144,7 +173,11 @@ def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
         system(K_VERSION, str(root.version).encode())
         system(K_CATALOG_DEF, root.catalog_def)
         system(K_TRANSACTION_ID, root.transaction_id.encode())
-        system(K_N_ACTIONS, str(len(root.actions)).encode())
+        system(K_N_ACTIONS, str(root.n_actions).encode())
+        if root.action_file is not None:
+            if format_version < 2 or root.actions:
+                raise ValueError("an action file needs format version 2 and no inline actions")
+            system(K_ACTIONS, root.action_file.encode())
         if root.previous_root is not None:
             system(K_PREVIOUS_ROOT, root.previous_root.encode())
         if root.rollback_from_root is not None:
@@ -182,18 +215,30 @@ def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
             defs.append(None)
             children.append(None)
 
+    return _write_file(MAGIC, format_version, keys, values, defs, children, compression)
+
+
+def _write_file(
+    magic: bytes,
+    format_version: int,
+    keys: list[str],
+    values: list[bytes | None],
+    defs: list[str | None],
+    children: list[str | None],
+    compression: str | None,
+) -> bytes:
     bkeys = _utf8(keys)
     crc = _checksum([bkeys, values, _utf8(defs), _utf8(children)])
     schema = SCHEMA.with_metadata(
         {
-            META_MAGIC: MAGIC,
-            META_VERSION: str(FORMAT_VERSION).encode(),
+            META_MAGIC: magic,
+            META_VERSION: str(format_version).encode(),
             META_CHECKSUM: f"crc32:{crc:08x}".encode(),
         }
     )
     table = pa.table(
         [
-            pa.array(keys, pa.utf8()),
+            pa.array(bkeys, pa.binary()).view(pa.utf8()),
             pa.array(values, pa.binary()),
             pa.array(defs, pa.utf8()),
             pa.array(children, pa.utf8()),
@@ -266,6 +311,72 @@ def _text_column(
         raise bad(f"column {name} holds bytes that are not UTF-8 ({exc.reason})") from None
 
 
+_Rows = tuple[int, list[str | None], list[bytes | None], list[str | None], list[str | None]]
+
+
+def _read_rows(
+    data: bytes,
+    magic: bytes,
+    versions: Sequence[int],
+    bad: Callable[[str], CorruptCatalogError],
+    *,
+    checksum: bool = True,
+) -> _Rows:
+    """Open an Arrow IPC file of the node schema and verify magic, version,
+    schema, buffers and (with ``checksum``) the CRC; return (format version,
+    keys, values, defs, children)."""
+    try:
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        table = reader.read_all()
+    except Exception as exc:  # pyarrow raises several unrelated types here
+        raise bad(f"unreadable Arrow IPC file ({type(exc).__name__}: {exc})") from None
+    meta = table.schema.metadata or {}
+    if meta.get(META_MAGIC) != magic:
+        raise bad(f"missing magic {magic.decode()}")
+    try:
+        version = int(meta.get(META_VERSION, b""))
+    except ValueError:
+        raise bad("unreadable format version") from None
+    if version not in versions:
+        known = " and ".join(map(str, versions))
+        raise bad(f"format version {version} is not supported (this reader knows {known})")
+    try:  # a damaged field name is not UTF-8, which pyarrow reports as UnicodeDecodeError
+        names = table.schema.names
+        types = table.schema.types
+    except (UnicodeDecodeError, pa.ArrowException) as exc:
+        raise bad(f"unreadable schema ({type(exc).__name__}: {exc})") from None
+    if names != SCHEMA.names or types != SCHEMA.types:
+        raise bad(f"unexpected schema {names}")
+    raw_keys, values, raw_defs, raw_children = (_raw_column(table, n, bad) for n in SCHEMA.names)
+    if checksum:
+        crc = _checksum([raw_keys, values, raw_defs, raw_children])
+        if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
+            raise bad("checksum mismatch")
+    # Only now, with the content known to be what the writer wrote, is text decoded.
+    keys = _text_column(raw_keys, "key", bad)
+    defs = _text_column(raw_defs, "def", bad)
+    children = _text_column(raw_children, "child", bad)
+    if any(k is None for k in keys):
+        raise bad("null key")
+    return version, keys, values, defs, children
+
+
+def _system_rows(
+    keys: Sequence[str | None],
+    values: Sequence[bytes | None],
+    bad: Callable[[str], CorruptCatalogError],
+) -> dict[str, bytes]:
+    system: dict[str, bytes] = {}
+    for k, v in zip(keys, values):
+        assert k is not None
+        if not k.startswith("$"):
+            break
+        if v is None or k in system:
+            raise bad(f"system key {k} is null or repeated")
+        system[k] = v
+    return system
+
+
 def decode_node(data: bytes, path: str) -> NodeFile:
     """Parse and validate a node file.
 
@@ -277,38 +388,7 @@ def decode_node(data: bytes, path: str) -> NodeFile:
     def bad(why: str) -> CorruptCatalogError:
         return CorruptCatalogError(f"node file {path} is damaged or not an olympia node: {why}")
 
-    try:
-        reader = pa.ipc.open_file(pa.BufferReader(data))
-        table = reader.read_all()
-    except Exception as exc:  # pyarrow raises several unrelated types here
-        raise bad(f"unreadable Arrow IPC file ({type(exc).__name__}: {exc})") from None
-    meta = table.schema.metadata or {}
-    if meta.get(META_MAGIC) != MAGIC:
-        raise bad("missing olympia magic")
-    try:
-        version = int(meta.get(META_VERSION, b""))
-    except ValueError:
-        raise bad("unreadable format version") from None
-    if version != FORMAT_VERSION:
-        raise bad(f"format version {version} is not supported (this reader knows {FORMAT_VERSION})")
-    try:  # a damaged field name is not UTF-8, which pyarrow reports as UnicodeDecodeError
-        names = table.schema.names
-        types = table.schema.types
-    except (UnicodeDecodeError, pa.ArrowException) as exc:
-        raise bad(f"unreadable schema ({type(exc).__name__}: {exc})") from None
-    if names != SCHEMA.names or types != SCHEMA.types:
-        raise bad(f"unexpected schema {names}")
-    raw_keys, values, raw_defs, raw_children = (_raw_column(table, n, bad) for n in SCHEMA.names)
-    crc = _checksum([raw_keys, values, raw_defs, raw_children])
-    if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
-        raise bad("checksum mismatch")
-    # Only now, with the content known to be what the writer wrote, is text decoded.
-    keys = _text_column(raw_keys, "key", bad)
-    defs = _text_column(raw_defs, "def", bad)
-    children = _text_column(raw_children, "child", bad)
-    if any(k is None for k in keys):
-        raise bad("null key")
-
+    version, keys, values, defs, children = _read_rows(data, MAGIC, SUPPORTED_FORMAT_VERSIONS, bad)
     system: dict[str, bytes] = {}
     n_system = 0
     for k, v in zip(keys, values):
@@ -343,7 +423,14 @@ def decode_node(data: bytes, path: str) -> NodeFile:
     if not is_root and system.keys() & _ROOT_ONLY_KEYS:
         raise bad(f"node without $version has root keys {sorted(system.keys() & _ROOT_ONLY_KEYS)}")
     n_actions = ints.get(K_N_ACTIONS, 0)
-    if n_keys < 0 or n_actions < 0 or n_system + n_keys + n_actions != len(keys):
+    action_file = texts.get(K_ACTIONS)
+    if action_file is not None:
+        if version < 2:
+            raise bad(f"{K_ACTIONS} in a format version {version} file")
+        if not _is_file_path(action_file, "act/"):
+            raise bad(f"{K_ACTIONS} {action_file[:80]!r} is not a path in act/")
+    n_rows = 0 if action_file is not None else n_actions
+    if n_keys < 0 or n_actions < 0 or n_system + n_keys + n_rows != len(keys):
         raise bad("row counts do not add up")
 
     pivot = slice(n_system, n_system + n_keys)
@@ -387,7 +474,116 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             begin_version=ints.get(K_BEGIN_VERSION),
             isolation=texts.get(K_ISOLATION, ""),
             serialized_before=_int_list(texts.get(K_SERIALIZED_BEFORE, ""), bad),
+            action_file=action_file,
+            action_file_count=n_actions if action_file is not None else 0,
         )
     known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF}
     extra = {k: v for k, v in system.items() if k not in known}
-    return NodeFile(node=node, created_at_millis=ints[K_CREATED_AT], root=root, extra=extra)
+    return NodeFile(
+        node=node,
+        created_at_millis=ints[K_CREATED_AT],
+        root=root,
+        extra=extra,
+        format_version=version,
+    )
+
+
+#: Rows per record batch of an action file: the writer holds one batch of
+#: uncompressed rows at a time.
+ACTION_BATCH_ROWS = 32768
+
+
+def encode_actions(
+    transaction_id: str,
+    actions: Iterable[tuple[str, bytes]],
+    count: int,
+    created_at_millis: int,
+    compression: str | None = "zstd",
+) -> bytes:
+    """An action file (spec/format.md §3.5) holding the ``count`` ``actions``,
+    written one record batch at a time.
+
+    Raises:
+        ValueError: ``actions`` does not yield ``count`` items.
+    """
+    schema = SCHEMA.with_metadata({META_MAGIC: ACTIONS_MAGIC, META_VERSION: b"2"})
+    options = pa.ipc.IpcWriteOptions(
+        compression=None if compression in (None, "none") else compression
+    )
+    sink = pa.BufferOutputStream()
+    written = 0
+
+    def batch(keys: list[bytes], values: list[bytes]) -> pa.RecordBatch:
+        nulls = pa.nulls(len(keys), pa.utf8())
+        return pa.record_batch(
+            [
+                pa.array(keys, pa.binary()).view(pa.utf8()),
+                pa.array(values, pa.binary()),
+                nulls,
+                nulls,
+            ],
+            schema=schema,
+        )
+
+    with pa.ipc.new_file(sink, schema, options=options) as writer:
+        keys = [k.encode() for k in (K_CREATED_AT, K_TRANSACTION_ID, K_N_ACTIONS)]
+        values = [str(created_at_millis).encode(), transaction_id.encode(), str(count).encode()]
+        for key, value in actions:
+            keys.append(key.encode("utf-8"))
+            values.append(value)
+            written += 1
+            if len(keys) >= ACTION_BATCH_ROWS:
+                writer.write_batch(batch(keys, values))
+                keys, values = [], []
+        if keys:
+            writer.write_batch(batch(keys, values))
+    if written != count:
+        raise ValueError(f"encode_actions was promised {count} actions and got {written}")
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@dataclass(frozen=True)
+class ActionFile:
+    """The decoded content of an action file."""
+
+    transaction_id: str
+    created_at_millis: int
+    actions: tuple[tuple[str, bytes], ...]
+
+
+def decode_actions(data: bytes, path: str) -> ActionFile:
+    """Parse and validate an action file.
+
+    Raises:
+        CorruptCatalogError: naming ``path``, for anything that is not a valid
+            action file.
+    """
+
+    def bad(why: str) -> CorruptCatalogError:
+        return CorruptCatalogError(f"action file {path} is damaged or not an action file: {why}")
+
+    _, keys, values, defs, children = _read_rows(data, ACTIONS_MAGIC, (2,), bad, checksum=False)
+    system = _system_rows(keys, values, bad)
+    ints: dict[str, int] = {}
+    for k in (K_CREATED_AT, K_N_ACTIONS):
+        text = system.get(k, b"").decode("latin-1")
+        if not _is_decimal(text) or int(text) > _INT_MAX.get(k, MAX_VERSION):
+            raise bad(f"system key {k} is missing or not a non-negative integer in range")
+        ints[k] = int(text)
+    try:
+        txn_id = system.get(K_TRANSACTION_ID, b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad(f"system key {K_TRANSACTION_ID} is not UTF-8") from None
+    if not txn_id:
+        raise bad(f"missing system key {K_TRANSACTION_ID}")
+    start = len(system)
+    if start + ints[K_N_ACTIONS] != len(keys):
+        raise bad("row counts do not add up")
+    if any(d is not None for d in defs) or any(c is not None for c in children):
+        raise bad("an action row holds a def or a child")
+    actions: list[tuple[str, bytes]] = []
+    for key, value in zip(keys[start:], values[start:]):
+        if key is None or value is None:
+            raise bad("action row without key or value")
+        actions.append((key, value))
+    return ActionFile(txn_id, ints[K_CREATED_AT], tuple(actions))

@@ -64,8 +64,9 @@ class Footprint:
     alter_props: dict[str, set[str]] = field(default_factory=dict)
     rollback: bool = False
 
-    def add(self, action: apb.Action) -> None:
-        t, key = action.type, action.object_key
+    def add_plain(self, t: int, key: str, target: str = "") -> None:
+        """Add an action of type ``t`` on ``key`` (``target``: a rename's new
+        key) whose footprint needs nothing else: any type but NAMESPACE_ALTER."""
         if t in CONTENT_READS:
             self.content_reads.add(key)
         elif t in MEMBER_READS:
@@ -74,7 +75,17 @@ class Footprint:
             self.prefix_reads.add(key)
         elif t == A.CATALOG_ROLLBACK:
             self.rollback = True
-        elif t == A.NAMESPACE_ALTER:
+        elif t in MEMBER_WRITES or t in CONTENT_WRITES:
+            member = t in MEMBER_WRITES
+            self.writes[key] = self.writes.get(key, False) or member
+            self.alter_props.pop(key, None)
+            if t == A.TABLE_RENAME:
+                self.writes[target] = True
+                self.alter_props.pop(target, None)
+
+    def add(self, action: apb.Action) -> None:
+        t, key = action.type, action.object_key
+        if t == A.NAMESPACE_ALTER:
             if key not in self.writes:
                 self.alter_props[key] = set()
                 self.writes[key] = False
@@ -85,13 +96,8 @@ class Footprint:
                 self.alter_props[key].update(action.set_properties)
                 self.alter_props[key].update(action.unset_properties)
                 self.alter_props[key].update(action.namespace.properties)
-        elif t in MEMBER_WRITES or t in CONTENT_WRITES:
-            member = t in MEMBER_WRITES
-            self.writes[key] = self.writes.get(key, False) or member
-            self.alter_props.pop(key, None)
-            if t == A.TABLE_RENAME:
-                self.writes[action.target_key] = True
-                self.alter_props.pop(action.target_key, None)
+        else:
+            self.add_plain(t, key, action.target_key)
 
     @classmethod
     def of(cls, version: int, begin: int, actions: Iterable[apb.Action]) -> Footprint:
@@ -241,7 +247,8 @@ def check_serializable(
 def footprint_from_root(
     version: int, begin: int | None, actions: Iterable[tuple[str, bytes]]
 ) -> Footprint:
-    """Build the footprint of a committed version from its root's action rows."""
+    """Build the footprint of a committed version from its action records
+    (the root's action rows, or its action file: spec/format.md §3.2)."""
     fp = Footprint(version, version - 1 if begin is None else begin)
     for key, data in actions:
         action = apb.Action()

@@ -9,9 +9,12 @@ from olympia.errors import InvalidArgumentError, InvalidDefinitionError
 from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.validate import require_text_mapping, show
 
-FORMAT_VERSION = 1
+#: The newest format version (spec/format.md); new catalogs use it unless
+#: created with ``format_version=1``, which older readers can still read.
+FORMAT_VERSION = 2
 
 DEFAULTS: dict[str, Any] = {
+    "format_version": FORMAT_VERSION,
     "namespace_name_max_size": 64,
     "table_name_max_size": 128,
     "view_name_max_size": 128,
@@ -22,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "distributed_txn_ttl_millis": 24 * 3600 * 1000,
 }
 _RANGES = {
+    "format_version": (1, FORMAT_VERSION),
     "namespace_name_max_size": (1, 1024),
     "table_name_max_size": (1, 1024),
     "view_name_max_size": (1, 1024),
@@ -65,7 +69,7 @@ def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
         props = require_text_mapping("properties", options.get("properties"))
     except InvalidArgumentError as exc:
         raise InvalidDefinitionError(f"catalog definition: {exc}") from None
-    definition = CatalogDefinition(format_version=FORMAT_VERSION, **merged)
+    definition = CatalogDefinition(**merged)
     definition.properties.update(props)
     return definition
 
@@ -81,6 +85,8 @@ def stored_definition_problem(definition: CatalogDefinition) -> str | None:
     if definition.format_version == 0:
         return "has no format_version"
     for name, (low, high) in _RANGES.items():
+        if name == "format_version":
+            continue  # a newer one is refused as unsupported, not as damage (§7)
         value = int(getattr(definition, name))
         if not low <= value <= high:
             return f"has {name} = {value}, outside [{low}, {high}]"

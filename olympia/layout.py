@@ -12,6 +12,8 @@ VERSION_BITS = 64
 VERSION_DIR = "vn"
 NODE_DIR = "node"
 DEF_DIR = "def"
+#: Action files: the action records of one transaction (spec/format.md §3.5).
+ACT_DIR = "act"
 DTXN_DIR = "dtxn"
 LATEST_HINT = f"{VERSION_DIR}/latest"
 OLDEST_FLOOR = f"{VERSION_DIR}/oldest"
@@ -43,7 +45,7 @@ def root_path(version: int) -> str:
     return f"{VERSION_DIR}/{version_file_name(version)}"
 
 
-_CONTENT_NAME = re.compile(r"^(node|def)/([0-9]{13,})-([0-9a-f]{32})\.(arrow|binpb)$")
+_CONTENT_NAME = re.compile(r"^(node|def|act)/([0-9]{13,})-([0-9a-f]{32})\.(arrow|binpb)$")
 
 
 def content_digest(data: bytes) -> str:
@@ -58,6 +60,14 @@ def _content_path(folder: str, data: bytes, ext: str) -> str:
 def node_path(data: bytes) -> str:
     """Path of a new non-root node file holding ``data``: creation time and content digest."""
     return _content_path(NODE_DIR, data, "arrow")
+
+
+def action_path(data: bytes, millis: int | None = None, digest: str | None = None) -> str:
+    """Path of a new action file holding ``data``, named at ``millis`` (now by
+    default); ``digest``, when given, is ``content_digest(data)``."""
+    if millis is None:
+        millis = int(time.time() * 1000)
+    return f"{ACT_DIR}/{millis:013d}-{digest or content_digest(data)}.arrow"
 
 
 def def_path(data: bytes) -> str:
@@ -75,7 +85,7 @@ def content_matches(path: str, data: bytes) -> bool:
 
 
 def created_millis(path: str) -> int | None:
-    """Creation time encoded in a node or definition file name."""
+    """Creation time encoded in a node, action or definition file name."""
     m = _CONTENT_NAME.match(path)
     return int(m.group(2)) if m else None
 

@@ -30,7 +30,13 @@ from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import Storage, open_storage
 from olympia.storage.local import TMP_DIR
-from olympia.store import CatalogStore, MissingFileError, Root, parse_definition
+from olympia.store import (
+    CatalogStore,
+    MissingFileError,
+    Root,
+    check_action_file,
+    parse_root_definition,
+)
 from olympia.transaction import key_codec
 
 A = apb.ActionType
@@ -77,9 +83,9 @@ def _version_of_root_path(path: str | None) -> int | None:
     return layout.parse_version_file_name(path.rsplit("/", 1)[-1])
 
 
-def version_info(root: Root) -> VersionInfo:
+def version_info(store: CatalogStore, root: Root) -> VersionInfo:
     actions = []
-    for key, data in root.info.actions:
+    for key, data in store.load_actions(root):
         actions.append(
             parse(apb.Action, data, f"action on {key.rstrip()!r} in version {root.version}")
         )
@@ -367,9 +373,17 @@ def _walk(
 
 
 def _reachable(store: CatalogStore, roots: Iterable[Root], seen: set[str]) -> None:
-    """Add to ``seen`` the paths of every node and definition file the roots reach."""
+    """Add to ``seen`` the paths of every node, action and definition file the
+    roots reach."""
     for root in roots:
+        _add_action_file(root, seen)
         _walk(store, root.node, seen)
+
+
+def _add_action_file(root: Root, seen: set[str]) -> None:
+    """A root reaches the action file it names (spec/format.md §3.5)."""
+    if root.info.action_file is not None:
+        seen.add(root.info.action_file)
 
 
 # --- export -------------------------------------------------------------------------
@@ -563,8 +577,10 @@ class _Kept:
     roots: list[Root]
     #: Pinned versions below the floor whose roots are kept.
     pinned: set[int]
-    #: Node and definition files the kept roots reach.
+    #: Node, action and definition files the kept roots reach.
     files: set[str]
+    #: The kept (or pinned) root that names each action file.
+    action_roots: dict[str, Root]
     #: Pins that could not be honoured, with the reason.
     broken: list[str]
     #: Files a kept version needs that could not be read (missing or damaged).
@@ -602,8 +618,10 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
         _reachable(store, roots, files)
     else:
         for root in roots:
+            _add_action_file(root, files)
             _walk(store, root.node, files, missing)
     pinned: set[int] = set()
+    pinned_roots: list[Root] = []
     broken: list[str] = []
     for pin in sound:
         for v in pin.versions():
@@ -616,12 +634,17 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
                 missing.append(layout.root_path(v))
                 continue
             pinned.add(v)
+            pinned_roots.append(root)
+            _add_action_file(root, files)
             gone: list[str] = []
             _walk(store, root.node, files, gone)
             if gone:
                 broken.append(f"{pin.path} pins version {v}, whose file {gone[0]} cannot be read")
                 missing.extend(gone)
-    return _Kept(floor, latest, roots, pinned, files, broken, missing, bad_records)
+    action_roots = {
+        r.info.action_file: r for r in [*roots, *pinned_roots] if r.info.action_file is not None
+    }
+    return _Kept(floor, latest, roots, pinned, files, action_roots, broken, missing, bad_records)
 
 
 def expire_versions(
@@ -661,7 +684,7 @@ def expire_versions(
             deleted_roots += 1
     cutoff = (time.time() - grace_seconds) * 1000
     deleted_files = 0
-    for folder in (layout.NODE_DIR, layout.DEF_DIR):
+    for folder in (layout.NODE_DIR, layout.DEF_DIR, layout.ACT_DIR):
         for path in store.storage.list(folder):
             created = layout.created_millis(path)
             if path in kept.files or created is None or created >= cutoff:
@@ -738,7 +761,7 @@ def _load_pinned(store: CatalogStore, version: int) -> Root:
         version,
         nf.node,
         nf.root,
-        parse_definition(nf.root.catalog_def, path),
+        parse_root_definition(nf, path),
         nf.created_at_millis,
     )
 
@@ -813,6 +836,11 @@ def check_files(store: CatalogStore) -> FileCheck:
                 decode_node(data, path)
             except CorruptCatalogError as exc:
                 damaged.append(f"{path}: {exc}")
+        elif path in kept.action_roots:
+            try:
+                check_action_file(data, path, kept.action_roots[path])
+            except CorruptCatalogError as exc:
+                damaged.append(f"{path}: {exc}")
     # Open distributed transactions: every state file of each one listed.
     latest_root = kept.roots[-1]
     keys = key_codec(latest_root.definition)
@@ -842,6 +870,7 @@ def check_files(store: CatalogStore) -> FileCheck:
         layout.VERSION_DIR,
         layout.NODE_DIR,
         layout.DEF_DIR,
+        layout.ACT_DIR,
         layout.DTXN_DIR,
         PIN_DIR,
         EXPORT_DIR,

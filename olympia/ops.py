@@ -109,13 +109,19 @@ def _require_object(
 
 
 def apply_write(
-    state: OverlayState, keys: KeyCodec, action: apb.Action, checks: list[Check] | None = None
+    state: OverlayState,
+    keys: KeyCodec,
+    action: apb.Action,
+    checks: list[Check] | None = None,
+    key: str | None = None,
 ) -> None:
     """Apply one write action to ``state``.
 
     Every precondition evaluated is appended to ``checks`` (when given) in the
     order evaluated, the one that failed included: each is a read the write
-    depends on (spec/transactions.md §1).
+    depends on (spec/transactions.md §1). ``key``, when given, is
+    ``action.object_key`` (a caller that keeps the key too passes it so that
+    one string object serves both).
 
     Raises:
         PreconditionFailed: wrapping the error the caller should see.
@@ -123,7 +129,8 @@ def apply_write(
     if checks is None:
         checks = []
     t = action.type
-    key = action.object_key
+    if key is None:
+        key = action.object_key
     if t == A.NAMESPACE_CREATE:
         if _member(state, A.NAMESPACE_EXISTS, key, checks) is not None:
             raise PreconditionFailed(

@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Iterator
 
 from olympia import tree
-from olympia.store import CatalogStore, Root
+from olympia.store import CatalogStore, MissingFileError, Root
 
 
 class OverlayState:
@@ -25,11 +25,15 @@ class OverlayState:
         self._undo: dict[str, tuple[bool, bytes | None]] | None = None
 
     def get(self, key: str) -> bytes | None:
-        if key in self.overlay:
-            return self.overlay[key]
-        with self.store.reading(self.root.version):
-            value = tree.get(self.root.node, key, self.store.load_node)
-            return None if value is None else self.store.read_value(value)
+        overlay = self.overlay
+        if key in overlay:
+            return overlay[key]
+        store = self.store
+        try:  # what store.reading() does, without a context manager per read
+            value = tree.get(self.root.node, key, store.load_node)
+            return None if value is None else store.read_value(value)
+        except MissingFileError as exc:
+            store.missing_while_reading(self.root.version, exc)
 
     def put(self, key: str, value: bytes | None) -> None:
         if self._undo is not None and key not in self._undo:

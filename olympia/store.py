@@ -26,10 +26,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from olympia import layout, tree
-from olympia.codec import NodeFile, RootInfo, decode_node, encode_node
+from olympia.codec import (
+    INLINE_ACTION_BYTES_MAX,
+    INLINE_ACTIONS_MAX,
+    SUPPORTED_FORMAT_VERSIONS,
+    NodeFile,
+    RootInfo,
+    decode_actions,
+    decode_node,
+    encode_actions,
+    encode_node,
+)
 from olympia.definition import stored_definition_problem
 from olympia.errors import (
     CatalogNotFoundError,
@@ -81,6 +91,106 @@ class Root:
     @property
     def order(self) -> int:
         return int(self.definition.node_order)
+
+    @property
+    def format_version(self) -> int:
+        return int(self.definition.format_version)
+
+
+#: An action file is named anew (same content, fresh time in its name) when
+#: a retried commit would otherwise publish one named longer ago than this,
+#: so that expiration's grace period always covers it (transactions.md §3).
+_ACTION_FILE_RENAME_MILLIS = 60_000
+
+
+class PreparedActions:
+    """The action records of one transaction, encoded once for every attempt
+    to commit it: inline (few actions, or a format version 1 catalog) or as
+    an action file (spec/format.md §3.2, §3.5)."""
+
+    def __init__(
+        self,
+        actions: Callable[[], Iterable[tuple[str, bytes]]],
+        count: int,
+        transaction_id: str,
+        definition: CatalogDefinition,
+    ) -> None:
+        """``actions()`` yields the ``count`` (object key, serialized action)
+        pairs; it is called once, or twice for a small list."""
+        self.count = count
+        self.inline: tuple[tuple[str, bytes], ...] = ()
+        self.data: bytes | None = None
+        self.path: str | None = None
+        self._named_at = 0
+        self._digest: str | None = None
+        #: The name under which ``data`` was last written successfully.
+        self.written: str | None = None
+        if int(definition.format_version) < 2:
+            self.inline = tuple(actions())
+            return
+        if count <= INLINE_ACTIONS_MAX:
+            few = tuple(actions())
+            if sum(len(v) for _, v in few) <= INLINE_ACTION_BYTES_MAX:
+                self.inline = few
+                return
+        compression = definition.node_compression or "none"
+        self.data = encode_actions(transaction_id, actions(), count, _now_millis(), compression)
+
+    def name(self) -> str | None:
+        """The path to publish, renamed when the current name is old."""
+        if self.data is None:
+            return None
+        now = _now_millis()
+        if self.path is None or now - self._named_at > _ACTION_FILE_RENAME_MILLIS:
+            if self._digest is None:
+                self._digest = layout.content_digest(self.data)
+            self.path = layout.action_path(self.data, now, self._digest)
+            self._named_at = now
+        return self.path
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def check_action_file(data: bytes, path: str, root: Root) -> tuple[tuple[str, bytes], ...]:
+    """Decode action file ``path`` named by ``root`` and check that it is the
+    one the root means (transaction id and count).
+
+    Raises:
+        CorruptCatalogError: naming ``path``.
+    """
+    decoded = decode_actions(data, path)
+    if decoded.transaction_id != root.info.transaction_id:
+        raise CorruptCatalogError(
+            f"action file {path} belongs to transaction {decoded.transaction_id!r}, not to "
+            f"{root.info.transaction_id!r} which committed version {root.version}"
+        )
+    if len(decoded.actions) != root.info.n_actions:
+        raise CorruptCatalogError(
+            f"action file {path} holds {len(decoded.actions)} actions; the root of version "
+            f"{root.version} says {root.info.n_actions}"
+        )
+    return decoded.actions
+
+
+def parse_root_definition(nf: NodeFile, path: str) -> CatalogDefinition:
+    """The catalog definition of a decoded root, which must name the format
+    version the file was written with (spec/format.md §3.1).
+
+    Raises:
+        CorruptCatalogError: naming ``path``.
+    """
+    assert nf.root is not None
+    definition = parse_definition(nf.root.catalog_def, path)
+    if int(definition.format_version) == nf.format_version:
+        return definition
+    if int(definition.format_version) > max(SUPPORTED_FORMAT_VERSIONS):
+        return definition  # refused by the caller as an unsupported format version
+    raise CorruptCatalogError(
+        f"root file {path} is a format version {nf.format_version} file of a catalog "
+        f"of format version {definition.format_version}"
+    )
 
 
 def parse_definition(data: bytes, where: str) -> CatalogDefinition:
@@ -234,16 +344,26 @@ class CatalogStore:
         try:
             yield
         except MissingFileError as exc:
-            try:
-                floor = self.oldest_version()
-            except StorageError:
-                raise exc from None
-            if version < floor:
-                raise VersionNotFoundError(
-                    f"version {version} was expired while it was being read "
-                    f"(oldest kept: {floor}); read a newer version"
-                ) from None
-            raise
+            self.missing_while_reading(version, exc)
+
+    def missing_while_reading(self, version: int, exc: MissingFileError) -> NoReturn:
+        """What :meth:`reading` raises for ``exc`` (for hot paths that catch
+        :class:`MissingFileError` themselves instead of entering the block).
+
+        Raises:
+            VersionNotFoundError: ``version`` is now below the floor.
+            MissingFileError: ``exc``, otherwise.
+        """
+        try:
+            floor = self.oldest_version()
+        except StorageError:
+            raise exc from None
+        if version < floor:
+            raise VersionNotFoundError(
+                f"version {version} was expired while it was being read "
+                f"(oldest kept: {floor}); read a newer version"
+            ) from None
+        raise exc
 
     def load_root(self, version: int, *, fresh: bool = False) -> Root:
         """The root of ``version``.
@@ -286,11 +406,27 @@ class CatalogStore:
             version=version,
             node=nf.node,
             info=nf.root,
-            definition=parse_definition(nf.root.catalog_def, path),
+            definition=parse_root_definition(nf, path),
             created_at_millis=nf.created_at_millis,
         )
         self._roots.put(path, root)
         return root
+
+    def load_actions(self, root: Root) -> tuple[tuple[str, bytes], ...]:
+        """The action records of ``root``: its action rows, or the content
+        of the action file it names (read here, never by :meth:`load_root`).
+
+        Raises:
+            CorruptCatalogError: the action file is missing, damaged, or does
+                not belong to this root (spec/format.md §3.5).
+        """
+        info = root.info
+        if info.action_file is None:
+            return info.actions
+        path = info.action_file
+        with self.reading(root.version):
+            data = self._read_required(path, "action file")
+        return check_action_file(data, path, root)
 
     def _refuse_expired(self, version: int) -> None:
         floor = self.oldest_version()
@@ -560,7 +696,12 @@ class CatalogStore:
         self.storage.close()
 
     def _materialize(
-        self, root: Node, inline_max: int, compression: str, emit: Callable[[str, bytes], None]
+        self,
+        root: Node,
+        inline_max: int,
+        compression: str,
+        emit: Callable[[str, bytes], None],
+        format_version: int,
     ) -> tuple[Node, list[tuple[str, Node]]]:
         """Name every new node and big value, handing each file to ``emit`` as
         soon as it is encoded; return the root with paths for children and the
@@ -587,7 +728,7 @@ class CatalogStore:
             for child in node.children:
                 if isinstance(child, Node):
                     stored = persist(child)
-                    data = encode_node(NodeFile(stored, now), compression)
+                    data = encode_node(NodeFile(stored, now), compression, format_version)
                     path = layout.node_path(data)
                     emit(path, data)
                     written.append((path, stored))
@@ -604,7 +745,7 @@ class CatalogStore:
         root: Node,
         definition: CatalogDefinition,
         transaction_id: str,
-        actions: Sequence[tuple[str, bytes]] = (),
+        actions: Sequence[tuple[str, bytes]] | PreparedActions = (),
         previous_root: str | None = None,
         rollback_from_root: str | None = None,
         begin_version: int | None = None,
@@ -620,6 +761,12 @@ class CatalogStore:
                 by this call as far as could be checked.
         """
         compression = definition.node_compression or "none"
+        # A valid definition names 1 or 2; the clamp only keeps a damaged
+        # one (written by tests of damage) from producing unreadable files.
+        format_version = min(max(int(definition.format_version), 1), max(SUPPORTED_FORMAT_VERSIONS))
+        if not isinstance(actions, PreparedActions):
+            listed = tuple(actions)
+            actions = PreparedActions(lambda: listed, len(listed), transaction_id, definition)
         # Files are written in parallel while later ones are still being encoded.
         futures: list[Future[None]] = []
         sizes: list[int] = []
@@ -628,8 +775,12 @@ class CatalogStore:
             sizes.append(len(data))
             futures.append(self._executor().submit(self.storage.put_if_absent, file_path, data))
 
+        action_file = actions.name()
+        if action_file is not None and action_file != actions.written:
+            assert actions.data is not None
+            emit(action_file, actions.data)
         stored_root, written = self._materialize(
-            root, int(definition.inline_value_max_bytes), compression, emit
+            root, int(definition.inline_value_max_bytes), compression, emit, format_version
         )
         now = int(time.time() * 1000)
         info = RootInfo(
@@ -638,17 +789,20 @@ class CatalogStore:
             transaction_id=transaction_id,
             previous_root=previous_root,
             rollback_from_root=rollback_from_root,
-            actions=tuple(actions),
+            actions=actions.inline,
             begin_version=begin_version,
             isolation=isolation,
             serialized_before=tuple(serialized_before),
+            action_file=action_file,
+            action_file_count=actions.count if action_file is not None else 0,
         )
-        root_bytes = encode_node(NodeFile(stored_root, now, info), compression)
+        root_bytes = encode_node(NodeFile(stored_root, now, info), compression, format_version)
         failed = [e for e in (f.exception() for f in futures) if e is not None]
         if failed:
             raise CommitFailedError(
                 f"writing node files failed; nothing was published: {failed[0]}"
             ) from failed[0]
+        actions.written = action_file
         path = layout.root_path(version)
         try:
             self.storage.put_if_absent(path, root_bytes)

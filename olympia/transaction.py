@@ -12,7 +12,10 @@ from typing import Any, cast
 
 from olympia import layout, tree, validate
 from olympia.conflicts import (
+    CONTENT_WRITES,
     MEMBER_READS,
+    MEMBER_WRITES,
+    READ_TYPES,
     Footprint,
     check_serializable,
     check_snapshot,
@@ -42,7 +45,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
 from olympia.state import OverlayState
-from olympia.store import CatalogStore, Root
+from olympia.store import CatalogStore, PreparedActions, Root
 
 A = apb.ActionType
 #: Publish attempts of one commit (spec/transactions.md §3). Every lost race
@@ -84,7 +87,7 @@ def footprint_of(store: CatalogStore, version: int) -> Footprint:
     if cached is not None:
         return cached  # type: ignore[return-value]
     root = store.load_root(version)
-    fp = footprint_from_root(version, root.info.begin_version, root.info.actions)
+    fp = footprint_from_root(version, root.info.begin_version, store.load_actions(root))
     store.derived.put(cache_key, fp)
     return fp
 
@@ -99,6 +102,142 @@ def _replay_keys(pending: Footprint, own: str | None) -> tuple[frozenset[str], t
 
 def _now_millis() -> int:
     return int(time.time() * 1000)
+
+
+#: One recorded action, kept compact: (type, object key, target key, payload).
+#: The payload of a read is its ``found`` flag (a read has no other field);
+#: that of any other action is the action serialized deterministically.
+_Record = tuple[int, str, str, "bytes | bool"]
+
+
+class ActionLog:
+    """The actions of a transaction, in order, stored as compact records
+    rather than protobuf messages: a message costs over a kilobyte of memory,
+    which a transaction of a million writes cannot afford. Indexing and
+    iterating give :class:`apb.Action` messages, built on demand."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self) -> None:
+        self._records: list[_Record] = []
+
+    @staticmethod
+    def _pack(action: apb.Action) -> _Record:
+        t, key = int(action.type), action.object_key
+        if t in READ_TYPES and action.read_only:
+            canonical = apb.Action(
+                type=cast(Any, t), object_key=key, read_only=True, found=action.found
+            )
+            if canonical == action:  # nothing else set: the flag says it all
+                return (t, key, "", bool(action.found))
+        return (t, key, action.target_key, action.SerializeToString(deterministic=True))
+
+    @staticmethod
+    def _unpack(record: _Record) -> apb.Action:
+        t, key, _, payload = record
+        if isinstance(payload, bool):
+            return apb.Action(type=cast(Any, t), object_key=key, read_only=True, found=payload)
+        return apb.Action.FromString(payload)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def __iter__(self) -> Iterator[apb.Action]:
+        return (self._unpack(r) for r in self._records)
+
+    def since(self, start: int) -> list[apb.Action]:
+        """The actions from index ``start`` on, as messages."""
+        return [self._unpack(r) for r in self._records[start:]]
+
+    def records(self, start: int = 0) -> list[_Record]:
+        return self._records[start:] if start else self._records
+
+    def append(self, action: apb.Action) -> None:
+        self._records.append(self._pack(action))
+
+    def append_read(self, action_type: int, key: str, found: bool) -> None:
+        self._records.append((action_type, key, "", found))
+
+    def append_write(self, action: apb.Action, key: str | None = None) -> None:
+        """Record a write; ``key`` is ``action.object_key`` when the caller has it."""
+        self._records.append(
+            (
+                int(action.type),
+                action.object_key if key is None else key,
+                action.target_key,
+                action.SerializeToString(deterministic=True),
+            )
+        )
+
+    def truncate(self, length: int) -> None:
+        del self._records[length:]
+
+    def writes(self) -> Iterator[apb.Action]:
+        """The write actions, as messages, one at a time."""
+        for t, _, _, payload in self._records:
+            if t in _WRITE_TYPES and not isinstance(payload, bool):
+                yield apb.Action.FromString(payload)
+
+    def has_write(self) -> bool:
+        return any(r[0] in _WRITE_TYPES for r in self._records)
+
+    def encoded(self) -> Iterator[tuple[str, bytes]]:
+        """``(object key, serialized action)`` per action, for the root or
+        action file (spec/format.md §3.2)."""
+        for t, key, _, payload in self._records:
+            if isinstance(payload, bool):
+                yield key, _read_bytes(t, key, payload)
+            else:
+                yield key, payload
+
+    def footprint(self, version: int, begin: int) -> Footprint:
+        """The footprint of these actions, without building a message per
+        action where the record tells enough."""
+        fp = Footprint(version, begin)
+        member_reads, writes = fp.member_reads, fp.writes
+        for t, key, target, payload in self._records:
+            # The two most common records first: an existence check and a create.
+            if t in MEMBER_READS:
+                member_reads.add(key)
+            elif t in _PLAIN_MEMBER_WRITES and key not in fp.alter_props:
+                writes[key] = True
+            elif isinstance(payload, bool) or t in _PLAIN_FOOTPRINT:
+                fp.add_plain(t, key, target)
+            else:
+                fp.add(apb.Action.FromString(payload))
+        return fp
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_bytes(action_type: int, key: str, found: bool) -> bytes:
+    """``Action(type, object_key=key, read_only=True, found=found)`` serialized
+    deterministically, written directly: fields in number order, defaults
+    left out (the protobuf wire format; tests compare with protobuf's own)."""
+    raw = key.encode("utf-8")
+    out = [b"\x08" + _varint(action_type)] if action_type else []
+    if raw:
+        out.append(b"\x12" + _varint(len(raw)) + raw)
+    out.append(b"\x50\x01\x58\x01" if found else b"\x50\x01")  # read_only, found
+    return b"".join(out)
+
+
+#: Action types whose footprint needs only type, key and target key.
+_PLAIN_FOOTPRINT = (MEMBER_WRITES | CONTENT_WRITES | READ_TYPES) - {A.NAMESPACE_ALTER}
+#: What :func:`is_write` calls a write.
+_WRITE_TYPES = MEMBER_WRITES | CONTENT_WRITES
+#: Membership writes whose footprint is the key alone (not a rename).
+_PLAIN_MEMBER_WRITES = MEMBER_WRITES - {A.TABLE_RENAME}
 
 
 class Transaction(CatalogReader):
@@ -126,7 +265,7 @@ class Transaction(CatalogReader):
         self._root = root
         self._keys = key_codec(root.definition)
         self._state = OverlayState(store, root)
-        self._actions: list[apb.Action] = []
+        self._actions = ActionLog()
         self._status = "open"
         self.id = txn_id or uuid.uuid4().hex
         self.isolation = isolation
@@ -173,7 +312,7 @@ class Transaction(CatalogReader):
     @property
     def actions(self) -> list[apb.Action]:
         """Copies of the actions recorded so far, in order."""
-        return [apb.Action.FromString(a.SerializeToString()) for a in self._actions]
+        return self._actions.since(0)
 
     def _check_open(self, finishing: bool = False) -> None:
         if self._status != "open":
@@ -197,44 +336,56 @@ class Transaction(CatalogReader):
 
     def _record(self, action_type: int, key: str, found: bool) -> None:
         self._check_open()
-        self._append(
-            [apb.Action(type=cast(Any, action_type), object_key=key, read_only=True, found=found)]
-        )
+        self._append([(action_type, key, found)])
 
     def _write(self, action: apb.Action) -> None:
         """Apply a write; record the preconditions it evaluated as reads, then
         the write itself (or, when a precondition fails, only the reads)."""
         self._check_open()
         checks: list[Check] = []
+        key = action.object_key  # one string for the overlay and the record
         self._state.record_undo()
         try:
-            apply_write(self._state, self._keys, action, checks)
+            apply_write(self._state, self._keys, action, checks, key)
         except PreconditionFailed as exc:
             self._state.end_undo(restore=True)
             self._append(self._check_reads(checks, ()))
             raise exc.error from None
-        own = (action.object_key, action.target_key) if action.target_key else (action.object_key,)
-        self._append([*self._check_reads(checks, own), action], undo_state=True)
+        own = (key, action.target_key) if action.target_key else (key,)
+        self._append(self._check_reads(checks, own), action, undo_state=True, key=key)
 
-    def _append(self, actions: Sequence[apb.Action], undo_state: bool = False) -> None:
-        """Record ``actions`` and store them (a distributed transaction's step).
+    def _append(
+        self,
+        reads: Sequence[tuple[int, str, bool]],
+        write: apb.Action | None = None,
+        undo_state: bool = False,
+        key: str | None = None,
+    ) -> None:
+        """Record ``reads`` (type, key, found), then ``write``, and store them
+        (a distributed transaction's step).
 
         If storing fails, the actions and (with ``undo_state``) the changes
         applied since ``record_undo`` are undone: the operation has no effect.
         """
-        mark = len(self._actions)
-        self._actions.extend(actions)
+        log = self._actions
+        mark = len(log)
+        for read_type, read_key, found in reads:
+            log.append_read(read_type, read_key, found)
+        if write is not None:
+            log.append_write(write, key)
         try:
             self._persist_step()
         except BaseException:
-            del self._actions[mark:]
+            log.truncate(mark)
             if undo_state:
                 self._state.end_undo(restore=True)
             raise
         if undo_state:
             self._state.end_undo(restore=False)
 
-    def _check_reads(self, checks: Sequence[Check], own: Sequence[str]) -> list[apb.Action]:
+    def _check_reads(
+        self, checks: Sequence[Check], own: Sequence[str]
+    ) -> list[tuple[int, str, bool]]:
         """The precondition reads a write evaluated, as read actions to record
         (spec/transactions.md §1).
 
@@ -247,15 +398,15 @@ class Transaction(CatalogReader):
         an operation undone after a failed step leaves no trace in them.
         """
         reads, written = self._noted_reads, self._noted_writes
-        for a in self._actions[self._noted_upto :]:
-            if is_write(a):
-                written.add(a.object_key)
-                if a.target_key:
-                    written.add(a.target_key)
+        for t, key, target, _ in self._actions.records(self._noted_upto):
+            if t in MEMBER_WRITES or t in CONTENT_WRITES:
+                written.add(key)
+                if target:
+                    written.add(target)
             else:
-                reads.add((a.type, a.object_key))
+                reads.add((t, key))
         self._noted_upto = len(self._actions)
-        out: list[apb.Action] = []
+        out: list[tuple[int, str, bool]] = []
         seen: set[tuple[int, str]] = set()
         for check in checks:
             membership = check.action in MEMBER_READS
@@ -267,14 +418,7 @@ class Transaction(CatalogReader):
             ):
                 continue
             seen.add(pair)
-            out.append(
-                apb.Action(
-                    type=cast(Any, check.action),
-                    object_key=check.key,
-                    read_only=True,
-                    found=check.found,
-                )
-            )
+            out.append((check.action, check.key, check.found))
         return out
 
     # --- namespace writes ------------------------------------------------------------
@@ -571,7 +715,7 @@ class Transaction(CatalogReader):
     ) -> bytes:
         """A state step holding the actions not stored yet (spec/transactions.md §6.1)."""
         state = apb.TransactionState(
-            actions=self._actions[self._persisted :],
+            actions=self._actions.since(self._persisted),
             outcome=cast(Any, outcome),
             nonce=nonce,
             written_at_millis=_now_millis(),
@@ -716,26 +860,35 @@ class Transaction(CatalogReader):
         return version
 
     def _publish(self) -> int:
-        writes = [a for a in self._actions if is_write(a)]
         begin = self.begin_version
-        if not self._actions or (not writes and self.isolation == "snapshot"):
+        if not self._actions or (not self._actions.has_write() and self.isolation == "snapshot"):
             return begin
-        pending = Footprint.of(begin + 1, begin, self._actions)
         own = self._keys.transaction(self.id)
-        if self._dist is not None:
-            pending.writes.pop(own, None)
+        built: list[Footprint] = []
+
+        def pending() -> Footprint:
+            """This transaction's footprint, built the first time a rebase needs it."""
+            if not built:
+                fp = self._actions.footprint(begin + 1, begin)
+                if self._dist is not None:
+                    fp.writes.pop(own, None)
+                built.append(fp)
+            return built[0]
+
         store = self._store
         target = self._root
         if self._dist is not None:  # its catalog object lives in a later version
             target = store.load_latest()
         state = self._state
-        encoded = [(a.object_key, a.SerializeToString(deterministic=True)) for a in self._actions]
+        encoded = PreparedActions(
+            self._actions.encoded, len(self._actions), self.id, target.definition
+        )
         # Carried across attempts, so that each retry costs O(versions committed
         # since the previous attempt) (spec/transactions.md §3): versions in
         # (begin, checked] passed the rules of §4.1 and ``state`` is the replay
         # on ``checked``; ``seen`` are the concurrent versions pending's reads see.
         checked = begin
-        relevant = _replay_keys(pending, own if self._dist is not None else None)
+        relevant: tuple[frozenset[str], tuple[str, ...]] | None = None
         seen: list[Footprint] = []
         known: dict[int, Footprint] = {}
         losses = 0
@@ -749,15 +902,18 @@ class Transaction(CatalogReader):
                 # `structural`), then the dependency graph (spec §3), each on
                 # the versions not examined by an earlier attempt only.
                 if _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    state = self._replay(writes, target)
+                    state = self._replay(target)
                 else:
-                    new = self._check(pending, checked, target.version)
-                    state = self._rebase(writes, state, target, new, relevant)
+                    fp = pending()
+                    if relevant is None:
+                        relevant = _replay_keys(fp, own if self._dist is not None else None)
+                    new = self._check(fp, checked, target.version)
+                    state = self._rebase(state, target, new, relevant)
                     known.update((c.version, c) for c in new)
-                    seen.extend(c for c in new if sees(pending, c) is not None)
+                    seen.extend(c for c in new if sees(fp, c) is not None)
                 checked = target.version
             if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                serialized_before = self._check_order(pending, target.version, known)
+                serialized_before = self._check_order(pending(), target.version, known)
             new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
             if not store.storage.parallel_reads and store.storage.exists(
                 layout.root_path(target.version + 1)
@@ -817,14 +973,13 @@ class Transaction(CatalogReader):
 
     def _rebase(
         self,
-        writes: Sequence[apb.Action],
         state: OverlayState,
         target: Root,
         new: Sequence[Footprint],
         relevant: tuple[frozenset[str], tuple[str, ...]],
     ) -> OverlayState:
-        """The replay of ``writes`` on ``target``, given ``state``, their replay
-        on an older version, and ``new``, the versions between the two.
+        """The replay of this transaction's writes on ``target``, given ``state``,
+        their replay on an older version, and ``new``, the versions between the two.
 
         Replaying a write reads only keys in the transaction's footprint (its
         precondition reads, the keys it writes) and the prefixes it lists. When
@@ -835,7 +990,7 @@ class Transaction(CatalogReader):
         for c in new:
             for key in c.writes:
                 if key in keys or key.startswith(prefixes):
-                    return self._replay(writes, target)
+                    return self._replay(target)
         rebased = OverlayState(self._store, target)
         rebased.overlay = dict(state.overlay)
         return rebased
@@ -867,9 +1022,9 @@ class Transaction(CatalogReader):
             return repr(key.rstrip())
         return f"{decoded.object_type.name.lower()} {'.'.join(decoded.parts)}"
 
-    def _replay(self, writes: Sequence[apb.Action], target: Root) -> OverlayState:
+    def _replay(self, target: Root) -> OverlayState:
         state = OverlayState(self._store, target)
-        for action in writes:
+        for action in self._actions.writes():
             try:
                 apply_write(state, self._keys, action)
             except PreconditionFailed as exc:

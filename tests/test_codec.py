@@ -88,13 +88,13 @@ def test_foreign_arrow_file_is_refused():
 
 def test_future_format_version_is_refused():
     schema = SCHEMA.with_metadata(
-        {b"olympia.magic": b"olympia-node", b"olympia.format-version": b"2"}
+        {b"olympia.magic": b"olympia-node", b"olympia.format-version": b"3"}
     )
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as w:
         w.write_table(pa.table([pa.array([], t.type) for t in SCHEMA], schema=schema))
-    with pytest.raises(CorruptCatalogError, match="format version 2"):
-        decode_node(sink.getvalue().to_pybytes(), "node/v2.arrow")
+    with pytest.raises(CorruptCatalogError, match="format version 3"):
+        decode_node(sink.getvalue().to_pybytes(), "node/v3.arrow")
 
 
 def test_random_bytes_are_refused():

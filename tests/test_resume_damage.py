@@ -51,7 +51,11 @@ def test_a_missing_root_of_a_kept_begin_version_is_reported_as_damage(tmp_path):
     cat, txn_id = _distributed(tmp_path)
     begin = cat.list_transactions()[0].begin_version
     assert begin >= cat.oldest_version
+    latest = cat.version
     cat.store.storage.delete(layout.root_path(begin))
+    # A hole below the latest version: the probe must start above it, so the
+    # hint (written in the background by the last commit) is set here.
+    cat.store.storage.overwrite(layout.LATEST_HINT, layout.encode_counter(latest))
     fresh = olympia.load_catalog(str(tmp_path / "c"))  # nothing cached
     with pytest.raises(CorruptCatalogError, match=txn_id) as info:
         fresh.resume(txn_id)

@@ -119,9 +119,9 @@ def test_a_rebase_replays_only_when_a_new_version_wrote_what_the_writes_depend_o
     replays: list[int] = []
     original = txn_module.Transaction._replay
 
-    def replay(self: Any, writes: Any, target: Any) -> Any:
+    def replay(self: Any, target: Any) -> Any:
         replays.append(target.version)
-        return original(self, writes, target)
+        return original(self, target)
 
     txn = cat.begin()
     begin = txn.begin_version

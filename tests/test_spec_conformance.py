@@ -14,6 +14,7 @@ import hashlib
 import re
 import struct
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,11 +98,15 @@ class SpecNode:
         return int(self.system["$height"])
 
 
-def spec_node(data: bytes) -> SpecNode:
+def spec_rows(
+    data: bytes, magic: bytes = b"olympia-node"
+) -> tuple[bytes, list[tuple[Any, ...]], dict[str, bytes], int]:
+    """format.md §3.1: (format version, rows, system rows, index of the first
+    row after them), the checksum verified."""
     table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
     meta = table.schema.metadata
-    assert meta[b"olympia.magic"] == b"olympia-node"
-    assert meta[b"olympia.format-version"] == b"1"
+    assert meta[b"olympia.magic"] == magic
+    assert meta[b"olympia.format-version"] in (b"1", b"2")
     assert [(f.name, f.type) for f in table.schema] == [
         ("key", pa.utf8()),
         ("value", pa.binary()),
@@ -113,7 +118,8 @@ def spec_node(data: bytes) -> SpecNode:
         [None if v is None else v.encode() if isinstance(v, str) else v for v in col]
         for col in cols
     ]
-    assert meta[b"olympia.checksum"] == f"crc32:{spec_checksum(as_bytes):08x}".encode()
+    if magic == b"olympia-node":  # action files rely on the digest in their name (§3.5)
+        assert meta[b"olympia.checksum"] == f"crc32:{spec_checksum(as_bytes):08x}".encode()
     rows = list(zip(*cols, strict=True))
     system: dict[str, bytes] = {}
     i = 0
@@ -122,18 +128,42 @@ def spec_node(data: bytes) -> SpecNode:
         assert value is not None and d is None and c is None and key not in system
         system[key] = value
         i += 1
-    n_keys = int(system["$n_keys"])
-    n_actions = int(system.get("$n_actions", b"0"))
-    assert i + n_keys + n_actions == len(rows)
-    pivots = rows[i : i + n_keys]
-    keys = [r[0].encode() for r in pivots]
-    assert keys == sorted(set(keys))
+    return meta[b"olympia.format-version"], rows, system, i
+
+
+def spec_actions(rows: Sequence[tuple[Any, ...]]) -> list[tuple[str, apb.Action]]:
+    """format.md §3.2, "Action rows"."""
     actions = []
-    for key, value, d, c in rows[i + n_keys :]:
+    for key, value, d, c in rows:
         assert d is None and c is None
         action = apb.Action()
         action.ParseFromString(value)
         actions.append((key, action))
+    return actions
+
+
+def spec_node(data: bytes, read: Callable[[str], bytes | None] | None = None) -> SpecNode:
+    """format.md §3; ``read`` fetches the action file a root names (§3.5)."""
+    version, rows, system, i = spec_rows(data)
+    n_keys = int(system["$n_keys"])
+    n_actions = int(system.get("$n_actions", b"0"))
+    action_file = system.get("$actions")
+    assert action_file is None or version == b"2"
+    assert i + n_keys + (0 if action_file else n_actions) == len(rows)
+    pivots = rows[i : i + n_keys]
+    keys = [r[0].encode() for r in pivots]
+    assert keys == sorted(set(keys))
+    if action_file is None:
+        actions = spec_actions(rows[i + n_keys :])
+    else:
+        m = re.fullmatch(r"act/([0-9]{13,})-([0-9a-f]{32})\.arrow", action_file.decode())
+        assert m is not None and read is not None
+        file = read(action_file.decode())
+        assert file is not None and hashlib.sha256(file).hexdigest()[:32] == m.group(2)
+        _, act_rows, act_system, j = spec_rows(file, b"olympia-actions")
+        assert act_system["$transaction_id"] == system["$transaction_id"]
+        assert int(act_system["$n_actions"]) == n_actions == len(act_rows) - j
+        actions = spec_actions(act_rows[j:])
     return SpecNode(system, pivots, actions)
 
 
@@ -189,7 +219,7 @@ class SpecReader:
     def root(self, version: int) -> SpecNode:
         data = self.read(f"vn/{spec_name(version)}")
         assert data is not None
-        node = spec_node(data)
+        node = spec_node(data, self.read)
         assert node.is_root and int(node.system["$version"]) == version
         return node
 
@@ -622,3 +652,26 @@ def test_spec_reader_reads_exports(written, tmp_path, mode):
         root = spec.root(0).system
         assert "$begin_version" not in root and "$isolation" not in root
         assert root["$n_actions"] == b"0" and "$previous_root" not in root
+
+
+def test_spec_reader_reads_actions_from_an_action_file(tmp_path):
+    """format.md §3.2, §3.5: a transaction with more actions than a root keeps
+    inline has them in an action file the root names; small ones stay inline."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    with cat.transaction() as t:
+        for i in range(100):
+            t.create_table("ns", f"t{i}", f"s3://b/{i}.json")
+    spec = SpecReader(tmp_path / "c")
+    small, big = spec.root(1), spec.root(2)
+    assert "$actions" not in small.system and len(small.actions) == 1
+    assert big.system["$actions"].startswith(b"act/")
+    # one NAMESPACE_EXISTS, then a VIEW_EXISTS and the create per table
+    assert int(big.system["$n_actions"]) == len(big.actions) == 201
+    assert [a.SerializeToString() for _, a in big.actions] == [
+        a.SerializeToString() for a in cat.history()[2].actions
+    ]
+    assert [a.table.name for _, a in big.actions if a.type == A.TABLE_CREATE] == [
+        f"t{i}" for i in range(100)
+    ]
