@@ -22,6 +22,13 @@ from olympia.errors import CorruptCatalogError
 from olympia.layout import MAX_VERSION
 from olympia.node import DefRef, Node, Value
 
+#: A node file whose column data (the ``nbytes`` of its four Arrow columns)
+#: is smaller than this is written without IPC buffer compression, whatever
+#: the catalog's ``node_compression`` (spec/format.md §3): for a node of a few
+#: tens of KiB the codec's setup per buffer costs more time, at both ends,
+#: than its bytes cost to store and move.
+COMPRESSION_MIN_BYTES = 64 * 1024
+
 MAGIC = b"olympia-node"
 FORMAT_VERSION = 1
 MAX_HEIGHT = 64
@@ -114,6 +121,11 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
     return crc
 
 
+def _data_size(arrays: Sequence[pa.Array]) -> int:
+    """Bytes in the buffers of ``arrays`` (``Array.nbytes`` costs far more)."""
+    return sum(b.size for a in arrays for b in a.buffers() if b is not None)
+
+
 def _utf8(values: Sequence[str | None]) -> list[bytes | None]:
     return [None if v is None else v.encode("utf-8") for v in values]
 
@@ -191,21 +203,18 @@ def encode_node(nf: NodeFile, compression: str | None = "zstd") -> bytes:
             META_CHECKSUM: f"crc32:{crc:08x}".encode(),
         }
     )
-    table = pa.table(
-        [
-            pa.array(keys, pa.utf8()),
-            pa.array(values, pa.binary()),
-            pa.array(defs, pa.utf8()),
-            pa.array(children, pa.utf8()),
-        ],
-        schema=schema,
-    )
+    arrays = [
+        pa.array(keys, pa.utf8()),
+        pa.array(values, pa.binary()),
+        pa.array(defs, pa.utf8()),
+        pa.array(children, pa.utf8()),
+    ]
+    if compression == "none" or _data_size(arrays) < COMPRESSION_MIN_BYTES:
+        compression = None
     sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(
-        compression=None if compression in (None, "none") else compression
-    )
+    options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_file(sink, schema, options=options) as writer:
-        writer.write_table(table)
+        writer.write_batch(pa.record_batch(arrays, schema=schema))
     return bytes(sink.getvalue().to_pybytes())
 
 

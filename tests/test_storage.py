@@ -620,3 +620,51 @@ def test_s3_keys_stay_under_prefix(moto_server: Any, s3_location: Location) -> N
         Bucket=moto_server.bucket, Key=f"{prefix}/v/marker/", Body=b""
     )
     assert storage.list("v") == ["v/00001"]
+
+
+def _record_fsynced_inodes(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Inodes of every file or folder that olympia.storage.local fsyncs."""
+    import olympia.storage.local as local_module
+
+    synced: set[int] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.add(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(local_module.os, "fsync", fsync)
+    return synced
+
+
+def test_local_hint_is_not_fsynced_but_counters_and_roots_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """format.md §9: the vn/latest hint need not survive a crash (readers probe
+    past a stale, empty or missing hint), so the local backend writes it
+    without fsync; overwrite (vn/oldest) and put_if_absent stay durable."""
+    import olympia
+
+    uri = str(tmp_path / "cat")
+    olympia.create_catalog(uri).close()
+    synced = _record_fsynced_inodes(monkeypatch)
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("n")
+    version = cat.version
+    cat.close()  # waits for the background hint write
+    root = tmp_path / "cat" / "vn"
+    from olympia import layout
+
+    assert (root / "latest").read_bytes() == str(version).encode()
+    assert os.stat(tmp_path / "cat" / layout.root_path(version)).st_ino in synced
+    assert os.stat(root).st_ino in synced
+    assert os.stat(root / "latest").st_ino not in synced
+
+    storage = LocalStorage(str(tmp_path / "s"))
+    storage.overwrite("vn/oldest", b"3")
+    storage.overwrite_hint("vn/latest", b"4")
+    assert storage.read("vn/latest") == b"4"
+    assert os.stat(tmp_path / "s" / "vn" / "oldest").st_ino in synced
+    assert os.stat(tmp_path / "s" / "vn" / "latest").st_ino not in synced
+    assert storage.temporary_files() == []

@@ -12,8 +12,10 @@ Contract (spec/format.md, "What the storage must guarantee"):
   ever sees a partially written file.
 * ``read`` after a successful ``put_if_absent`` or ``overwrite`` returns the
   whole new content (read-after-write consistency).
-* ``overwrite`` is used only for best-effort hints; it needs no atomicity
-  beyond never exposing a partial file to ``read``.
+* ``overwrite`` is used only for small counters and records; it needs no
+  atomicity beyond never exposing a partial file to ``read``.
+  ``overwrite_hint`` is the same for the ``vn/latest`` hint, which need not
+  survive a crash.
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ class Storage(ABC):
         """Create or replace ``path`` with ``data``."""
         self._overwrite(check_path(path), bytes(data))
 
+    def overwrite_hint(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` with ``data``, where losing the write in
+        a crash is harmless (the ``vn/latest`` hint, which readers probe
+        past): a backend may skip making it durable. It still never exposes
+        a partial file to ``read``."""
+        self._overwrite_hint(check_path(path), bytes(data))
+
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""
         return self._exists(check_path(path))
@@ -110,6 +119,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _overwrite(self, path: str, data: bytes) -> None: ...
+
+    def _overwrite_hint(self, path: str, data: bytes) -> None:
+        self._overwrite(path, data)
 
     @abstractmethod
     def _exists(self, path: str) -> bool: ...

@@ -8,6 +8,9 @@ Atomicity comes from the operating system, not from fsspec:
   and the final name only ever appears with its complete content.
 * ``overwrite`` writes a temporary file the same way and ``os.replace``\\ s it
   over the final name, which is atomic for readers.
+* ``overwrite_hint`` (the ``vn/latest`` hint) does the same without either
+  fsync: after a crash the hint may be old, empty or missing, which readers
+  treat as a stale or missing hint (spec/format.md §2.2, §9).
 
 Temporary files live in :data:`TMP_DIR` inside the catalog root (the same file
 system, so ``link`` / ``replace`` work) and are never listed.
@@ -76,18 +79,20 @@ class LocalStorage(Storage):
         except OSError as exc:
             raise self._fail(op, path, exc) from exc
 
-    def _write_temp(self, data: bytes) -> str:
-        """Write ``data`` to a new durable temporary file and return its name."""
+    def _write_temp(self, data: bytes, durable: bool = True) -> str:
+        """Write ``data`` to a new temporary file (fsynced if ``durable``) and
+        return its name."""
         os.makedirs(self._tmp, exist_ok=True)
         tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                # fsync before the file gets its real name: after a crash the
-                # name must never point at missing or partial content.
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    # fsync before the file gets its real name: after a crash
+                    # the name must never point at missing or partial content.
+                    os.fsync(f.fileno())
         except BaseException:
             _unlink_quietly(tmp)
             raise
@@ -142,17 +147,23 @@ class LocalStorage(Storage):
         if existing != data:
             raise StorageFileExistsError(f"file {path!r} already exists in {self.location}")
 
-    def _overwrite(self, path: str, data: bytes) -> None:
+    def _overwrite(self, path: str, data: bytes, durable: bool = True) -> None:
         full = self._full(path)
         with self._translating("overwrite", path):
-            tmp = self._write_temp(data)
+            tmp = self._write_temp(data, durable)
             try:
                 os.makedirs(os.path.dirname(full), exist_ok=True)
                 os.replace(tmp, full)  # atomic: readers see old or new, never a mix
             except BaseException:
                 _unlink_quietly(tmp)
                 raise
-            _fsync_dir(os.path.dirname(full))
+            if durable:
+                _fsync_dir(os.path.dirname(full))
+
+    def _overwrite_hint(self, path: str, data: bytes) -> None:
+        # Two fsyncs would make durable a file that readers may find stale,
+        # empty or missing anyway; after a crash they probe past it.
+        self._overwrite(path, data, durable=False)
 
     def _exists(self, path: str) -> bool:
         full = self._full(path)
