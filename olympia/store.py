@@ -42,7 +42,7 @@ from olympia.errors import (
 from olympia.node import ChildRef, DefRef, Node, Value
 from olympia.objects import parse
 from olympia.proto.objects_pb2 import CatalogDefinition
-from olympia.storage.base import Storage
+from olympia.storage.base import Staged, Storage
 
 _WRITE_WORKERS = 16
 
@@ -474,14 +474,18 @@ class CatalogStore:
             serialized_before=tuple(serialized_before),
         )
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression)
+        # The root's content is made durable while the node files are still
+        # being written; only the put that publishes it waits for them.
+        staged = self._stage_root(version, root_bytes, futures)
         failed = [e for e in (f.exception() for f in futures) if e is not None]
         if failed:
+            staged.discard()
             raise CommitFailedError(
                 f"writing node files failed; nothing was published: {failed[0]}"
             ) from failed[0]
         path = layout.root_path(version)
         try:
-            self.storage.put_if_absent(path, root_bytes)
+            self.storage.put_staged(path, staged)  # consumes what was staged
         except StorageFileExistsError:
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
@@ -521,6 +525,18 @@ class CatalogStore:
         # that it costs the commit nothing.
         self._executor().submit(self._write_hint, version)
         return result
+
+    def _stage_root(
+        self, version: int, root_bytes: bytes, futures: Sequence[Future[None]]
+    ) -> Staged:
+        try:
+            return self.storage.stage(root_bytes)
+        except StorageError as exc:
+            for f in futures:
+                f.exception()  # the node writes finish before the failure is reported
+            raise CommitFailedError(
+                f"writing the root of version {version} failed; nothing was published: {exc}"
+            ) from exc
 
     def _floor_after_publish(self, version: int) -> int:
         """Read ``vn/oldest`` after publishing ``version``.

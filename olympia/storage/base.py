@@ -45,6 +45,17 @@ def check_path(path: str) -> str:
     return path
 
 
+class Staged:
+    """Content prepared by :meth:`Storage.stage` for one later
+    :meth:`Storage.put_staged`. The generic form only holds the bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def discard(self) -> None:
+        """Release what staging prepared, instead of putting it (idempotent)."""
+
+
 class Storage(ABC):
     """Files under one catalog prefix. Backends override the ``_`` methods."""
 
@@ -69,6 +80,21 @@ class Storage(ABC):
             StorageError: any other failure; the file may or may not exist.
         """
         self._put_if_absent(check_path(path), bytes(data))
+
+    def stage(self, data: bytes) -> Staged:
+        """Prepare ``data`` for a :meth:`put_staged` still to come, so that the
+        work that does not depend on the path (the local backend writes and
+        fsyncs its temporary file) can overlap other writes. :meth:`put_staged`
+        consumes it; a caller that does not put it calls :meth:`Staged.discard`.
+
+        Raises:
+            StorageError: nothing could be prepared.
+        """
+        return Staged(bytes(data))
+
+    def put_staged(self, path: str, staged: Staged) -> None:
+        """:meth:`put_if_absent` of ``staged.data``, with the same contract."""
+        self.put_if_absent(path, staged.data)
 
     def overwrite(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data``."""

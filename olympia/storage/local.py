@@ -8,6 +8,9 @@ Atomicity comes from the operating system, not from fsspec:
   and the final name only ever appears with its complete content.
 * ``overwrite`` writes a temporary file the same way and ``os.replace``\\ s it
   over the final name, which is atomic for readers.
+* ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
+  of time, so that a commit writes its root's data while its node files are
+  still being written, and only the link waits for them.
 * ``overwrite_hint`` (the ``vn/latest`` hint) does the same without either
   fsync: after a crash the hint may be old, empty or missing, which readers
   treat as a stale or missing hint (spec/format.md §2.2, §9).
@@ -32,7 +35,7 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import Storage, check_path
+from olympia.storage.base import Staged, Storage, check_path
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
@@ -120,25 +123,49 @@ class LocalStorage(Storage):
         full = self._full(path)
         with self._translating("put_if_absent", path):
             tmp = self._write_temp(data)
+        try:
+            self._link_into_place(path, full, tmp, data)
+        finally:
+            _unlink_quietly(tmp)
+
+    def stage(self, data: bytes) -> Staged:
+        """Write and fsync the temporary file now; :meth:`put_staged` only links it."""
+        data = bytes(data)
+        with self._translating("stage", TMP_DIR):
+            return _LocalStaged(data, self._write_temp(data), self)
+
+    def put_staged(self, path: str, staged: Staged) -> None:
+        if not isinstance(staged, _LocalStaged) or staged.owner is not self or staged.tmp is None:
+            super().put_staged(path, staged)  # staged elsewhere, or used already
+            return
+        path = check_path(path)
+        full = self._full(path)
+        tmp, staged.tmp = staged.tmp, None
+        try:
+            self._link_into_place(path, full, tmp, staged.data)
+        finally:
+            _unlink_quietly(tmp)
+
+    def _link_into_place(self, path: str, full: str, tmp: str, data: bytes) -> None:
+        """Link the durable temporary file ``tmp`` (holding ``data``) to ``full``
+        unless a file is there: the put-if-absent step of both puts."""
+        with self._translating("put_if_absent", path):
+            os.makedirs(os.path.dirname(full), exist_ok=True)
             try:
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                try:
-                    os.link(tmp, full)
-                except FileExistsError:
-                    pass  # decided below, after the temporary file is gone
-                except OSError as exc:
-                    if exc.errno in _NO_LINKS:
-                        raise StorageError(
-                            f"cannot put_if_absent {path!r} in {self.location}: the file "
-                            f"system does not support hard links, which atomic "
-                            f"put-if-absent needs ({exc})"
-                        ) from exc
-                    raise
-                else:
-                    _fsync_dir(os.path.dirname(full))
-                    return
-            finally:
-                _unlink_quietly(tmp)
+                os.link(tmp, full)
+            except FileExistsError:
+                pass  # decided below
+            except OSError as exc:
+                if exc.errno in _NO_LINKS:
+                    raise StorageError(
+                        f"cannot put_if_absent {path!r} in {self.location}: the file "
+                        f"system does not support hard links, which atomic "
+                        f"put-if-absent needs ({exc})"
+                    ) from exc
+                raise
+            else:
+                _fsync_dir(os.path.dirname(full))
+                return
             existing = self._read_existing(full)
         if existing is None and os.path.isdir(full):
             raise StorageError(f"cannot put_if_absent {path!r} in {self.location}: it is a folder")
@@ -233,6 +260,20 @@ class LocalStorage(Storage):
                     with contextlib.suppress(InvalidPathError):
                         out.append(check_path(rel))
         return out
+
+
+class _LocalStaged(Staged):
+    """A durable temporary file waiting to be linked into place."""
+
+    def __init__(self, data: bytes, tmp: str, owner: LocalStorage) -> None:
+        super().__init__(data)
+        self.tmp: str | None = tmp
+        self.owner = owner
+
+    def discard(self) -> None:
+        tmp, self.tmp = self.tmp, None
+        if tmp is not None:
+            _unlink_quietly(tmp)
 
 
 def _unlink_quietly(path: str) -> None:
