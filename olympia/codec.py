@@ -115,9 +115,18 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
     (-1 for null) of every row, then the concatenated non-null bytes."""
     crc = 0
     for col in columns:
-        lengths = [-1 if v is None else len(v) for v in col]
+        nulls = col.count(None)
+        if nulls == len(col):  # a column a node does not use (no bytes follow)
+            crc = zlib.crc32(b"\xff\xff\xff\xff" * nulls, crc)
+            continue
+        if nulls:
+            lengths = [-1 if v is None else len(v) for v in col]
+            data = b"".join(v for v in col if v is not None)
+        else:
+            lengths = list(map(len, col))  # type: ignore[arg-type]
+            data = b"".join(col)  # type: ignore[arg-type]
         crc = zlib.crc32(struct.pack(f"<{len(lengths)}i", *lengths), crc)
-        crc = zlib.crc32(b"".join(v for v in col if v is not None), crc)
+        crc = zlib.crc32(data, crc)
     return crc
 
 
