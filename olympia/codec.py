@@ -24,6 +24,13 @@ from olympia.errors import CorruptCatalogError
 from olympia.layout import MAX_VERSION
 from olympia.node import DefRef, Node, Value
 
+#: A node file whose column data (the ``nbytes`` of its four Arrow columns)
+#: is smaller than this is written without IPC buffer compression, whatever
+#: the catalog's ``node_compression`` (spec/format.md §3): for a node of a few
+#: tens of KiB the codec's setup per buffer costs more time, at both ends,
+#: than its bytes cost to store and move.
+COMPRESSION_MIN_BYTES = 64 * 1024
+
 MAGIC = b"olympia-node"
 ACTIONS_MAGIC = b"olympia-actions"
 #: The format version writers of new catalogs use; readers take 1 and 2.
@@ -134,10 +141,24 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
     (-1 for null) of every row, then the concatenated non-null bytes."""
     crc = 0
     for col in columns:
-        lengths = [-1 if v is None else len(v) for v in col]
+        nulls = col.count(None)
+        if nulls == len(col):  # a column a node does not use (no bytes follow)
+            crc = zlib.crc32(b"\xff\xff\xff\xff" * nulls, crc)
+            continue
+        if nulls:
+            lengths = [-1 if v is None else len(v) for v in col]
+            data = b"".join(v for v in col if v is not None)
+        else:
+            lengths = list(map(len, col))  # type: ignore[arg-type]
+            data = b"".join(col)  # type: ignore[arg-type]
         crc = zlib.crc32(struct.pack(f"<{len(lengths)}i", *lengths), crc)
-        crc = zlib.crc32(b"".join(v for v in col if v is not None), crc)
+        crc = zlib.crc32(data, crc)
     return crc
+
+
+def _data_size(arrays: Sequence[pa.Array]) -> int:
+    """Bytes in the buffers of ``arrays`` (``Array.nbytes`` costs far more)."""
+    return sum(b.size for a in arrays for b in a.buffers() if b is not None)
 
 
 def _utf8(values: Sequence[str | None]) -> list[bytes | None]:
@@ -236,21 +257,18 @@ def _write_file(
             META_CHECKSUM: f"crc32:{crc:08x}".encode(),
         }
     )
-    table = pa.table(
-        [
-            pa.array(bkeys, pa.binary()).view(pa.utf8()),
-            pa.array(values, pa.binary()),
-            pa.array(defs, pa.utf8()),
-            pa.array(children, pa.utf8()),
-        ],
-        schema=schema,
-    )
+    arrays = [
+        pa.array(bkeys, pa.binary()).view(pa.utf8()),
+        pa.array(values, pa.binary()),
+        pa.array(defs, pa.utf8()),
+        pa.array(children, pa.utf8()),
+    ]
+    if compression == "none" or _data_size(arrays) < COMPRESSION_MIN_BYTES:
+        compression = None
     sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(
-        compression=None if compression in (None, "none") else compression
-    )
+    options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_file(sink, schema, options=options) as writer:
-        writer.write_table(table)
+        writer.write_batch(pa.record_batch(arrays, schema=schema))
     return bytes(sink.getvalue().to_pybytes())
 
 

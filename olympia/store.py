@@ -54,7 +54,7 @@ from olympia.errors import (
 from olympia.node import ChildRef, DefRef, Node, Value
 from olympia.objects import parse
 from olympia.proto.objects_pb2 import CatalogDefinition
-from olympia.storage.base import Storage
+from olympia.storage.base import Staged, Storage
 
 _WRITE_WORKERS = 16
 
@@ -797,15 +797,19 @@ class CatalogStore:
             action_file_count=actions.count if action_file is not None else 0,
         )
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression, format_version)
+        # The root's content is made durable while the node files are still
+        # being written; only the put that publishes it waits for them.
+        staged = self._stage_root(version, root_bytes, futures)
         failed = [e for e in (f.exception() for f in futures) if e is not None]
         if failed:
+            staged.discard()
             raise CommitFailedError(
                 f"writing node files failed; nothing was published: {failed[0]}"
             ) from failed[0]
         actions.written = action_file
         path = layout.root_path(version)
         try:
-            self.storage.put_if_absent(path, root_bytes)
+            self.storage.put_staged(path, staged)  # consumes what was staged
         except StorageFileExistsError as exc:
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
@@ -858,6 +862,18 @@ class CatalogStore:
             with contextlib.suppress(CorruptCatalogError):
                 self._decode_root(version, data)
 
+    def _stage_root(
+        self, version: int, root_bytes: bytes, futures: Sequence[Future[None]]
+    ) -> Staged:
+        try:
+            return self.storage.stage(root_bytes)
+        except StorageError as exc:
+            for f in futures:
+                f.exception()  # the node writes finish before the failure is reported
+            raise CommitFailedError(
+                f"writing the root of version {version} failed; nothing was published: {exc}"
+            ) from exc
+
     def _floor_after_publish(self, version: int) -> int:
         """Read ``vn/oldest`` after publishing ``version``.
 
@@ -878,7 +894,7 @@ class CatalogStore:
 
     def _write_hint(self, version: int) -> None:
         with contextlib.suppress(StorageError):
-            self.storage.overwrite(layout.LATEST_HINT, layout.encode_counter(version))
+            self.storage.overwrite_hint(layout.LATEST_HINT, layout.encode_counter(version))
 
     def _delete_quietly(self, paths: Iterable[str]) -> None:
         for p in paths:

@@ -620,3 +620,115 @@ def test_s3_keys_stay_under_prefix(moto_server: Any, s3_location: Location) -> N
         Bucket=moto_server.bucket, Key=f"{prefix}/v/marker/", Body=b""
     )
     assert storage.list("v") == ["v/00001"]
+
+
+def _record_fsynced_inodes(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Inodes of every file or folder that olympia.storage.local fsyncs."""
+    import olympia.storage.local as local_module
+
+    synced: set[int] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.add(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(local_module.os, "fsync", fsync)
+    return synced
+
+
+def test_local_hint_is_not_fsynced_but_counters_and_roots_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """format.md §9: the vn/latest hint need not survive a crash (readers probe
+    past a stale, empty or missing hint), so the local backend writes it
+    without fsync; overwrite (vn/oldest) and put_if_absent stay durable."""
+    import olympia
+
+    uri = str(tmp_path / "cat")
+    olympia.create_catalog(uri).close()
+    synced = _record_fsynced_inodes(monkeypatch)
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("n")
+    version = cat.version
+    cat.close()  # waits for the background hint write
+    root = tmp_path / "cat" / "vn"
+    from olympia import layout
+
+    assert (root / "latest").read_bytes() == str(version).encode()
+    assert os.stat(tmp_path / "cat" / layout.root_path(version)).st_ino in synced
+    assert os.stat(root).st_ino in synced
+    assert os.stat(root / "latest").st_ino not in synced
+
+    storage = LocalStorage(str(tmp_path / "s"))
+    storage.overwrite("vn/oldest", b"3")
+    storage.overwrite_hint("vn/latest", b"4")
+    assert storage.read("vn/latest") == b"4"
+    assert os.stat(tmp_path / "s" / "vn" / "oldest").st_ino in synced
+    assert os.stat(tmp_path / "s" / "vn" / "latest").st_ino not in synced
+    assert storage.temporary_files() == []
+
+
+def test_local_staged_put(tmp_path: Path) -> None:
+    """stage() writes the temporary file ahead; put_staged links it with the
+    put_if_absent contract; nothing is left in the temporary folder."""
+    storage = LocalStorage(str(tmp_path))
+    staged = storage.stage(b"root one")
+    assert len(storage.temporary_files()) == 1  # written before any path is known
+    storage.put_staged("vn/a", staged)
+    assert storage.read("vn/a") == b"root one"
+    assert storage.temporary_files() == []
+    storage.put_staged("vn/a", storage.stage(b"root one"))  # identical content: success
+    with pytest.raises(StorageFileExistsError):
+        storage.put_staged("vn/a", storage.stage(b"root two"))
+    assert storage.read("vn/a") == b"root one"
+    storage.stage(b"unused").discard()
+    assert storage.temporary_files() == []
+    other = LocalStorage(str(tmp_path / "other"))
+    foreign = other.stage(b"elsewhere")  # staged by another storage: written anew
+    storage.put_staged("vn/b", foreign)
+    assert storage.read("vn/b") == b"elsewhere"
+    foreign.discard()
+    assert other.temporary_files() == [] and storage.temporary_files() == []
+
+
+class _NodeWritesWaitForRoot(LocalStorage):
+    """Holds every node file write until the commit's root has been staged."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.root_staged = threading.Event()
+        self.node_writes_after_root: list[bool] = []
+
+    def stage(self, data: bytes) -> Any:
+        staged = super().stage(data)
+        self.root_staged.set()
+        return staged
+
+    def _put_if_absent(self, path: str, data: bytes) -> None:
+        if path.startswith("node/"):
+            # Bounded, so that code which stages only after the node writes
+            # (or never) fails the assertion below instead of hanging.
+            self.node_writes_after_root.append(self.root_staged.wait(10))
+        super()._put_if_absent(path, data)
+
+
+def test_commit_stages_its_root_while_node_files_are_written(tmp_path: Path) -> None:
+    """format.md §8: the root's content is written (and fsynced) while the node
+    files are in flight; only the put that publishes the root waits for them."""
+    import olympia
+
+    uri = str(tmp_path / "cat")
+    with olympia.create_catalog(uri, node_order=4) as cat, cat.transaction() as t:
+        t.create_namespace("n")
+        for i in range(20):
+            t.create_table("n", f"t{i:02d}", f"m/{i}")
+    storage = _NodeWritesWaitForRoot(uri)
+    cat = olympia.load_catalog(storage)
+    with cat.transaction() as t:
+        t.update_table("n", "t07", metadata_location="m/7b")
+    assert storage.node_writes_after_root and all(storage.node_writes_after_root)
+    assert cat.latest().describe_table("n", "t07").metadata_location == "m/7b"
+    cat.close()
+    assert storage.temporary_files() == []

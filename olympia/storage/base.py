@@ -12,8 +12,10 @@ Contract (spec/format.md, "What the storage must guarantee"):
   ever sees a partially written file.
 * ``read`` after a successful ``put_if_absent`` or ``overwrite`` returns the
   whole new content (read-after-write consistency).
-* ``overwrite`` is used only for best-effort hints; it needs no atomicity
-  beyond never exposing a partial file to ``read``.
+* ``overwrite`` is used only for small counters and records; it needs no
+  atomicity beyond never exposing a partial file to ``read``.
+  ``overwrite_hint`` is the same for the ``vn/latest`` hint, which need not
+  survive a crash.
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ def check_path(path: str) -> str:
         if seg in ("", ".", "..") or not _SEGMENT.match(seg):
             raise InvalidPathError(f"invalid catalog path {path!r}: bad segment {seg!r}")
     return path
+
+
+class Staged:
+    """Content prepared by :meth:`Storage.stage` for one later
+    :meth:`Storage.put_staged`. The generic form only holds the bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def discard(self) -> None:
+        """Release what staging prepared, instead of putting it (idempotent)."""
 
 
 class Storage(ABC):
@@ -72,9 +85,31 @@ class Storage(ABC):
         """
         self._put_if_absent(check_path(path), bytes(data))
 
+    def stage(self, data: bytes) -> Staged:
+        """Prepare ``data`` for a :meth:`put_staged` still to come, so that the
+        work that does not depend on the path (the local backend writes and
+        fsyncs its temporary file) can overlap other writes. :meth:`put_staged`
+        consumes it; a caller that does not put it calls :meth:`Staged.discard`.
+
+        Raises:
+            StorageError: nothing could be prepared.
+        """
+        return Staged(bytes(data))
+
+    def put_staged(self, path: str, staged: Staged) -> None:
+        """:meth:`put_if_absent` of ``staged.data``, with the same contract."""
+        self.put_if_absent(path, staged.data)
+
     def overwrite(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data``."""
         self._overwrite(check_path(path), bytes(data))
+
+    def overwrite_hint(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` with ``data``, where losing the write in
+        a crash is harmless (the ``vn/latest`` hint, which readers probe
+        past): a backend may skip making it durable. It still never exposes
+        a partial file to ``read``."""
+        self._overwrite_hint(check_path(path), bytes(data))
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""
@@ -114,6 +149,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _overwrite(self, path: str, data: bytes) -> None: ...
+
+    def _overwrite_hint(self, path: str, data: bytes) -> None:
+        self._overwrite(path, data)
 
     @abstractmethod
     def _exists(self, path: str) -> bool: ...

@@ -8,6 +8,12 @@ Atomicity comes from the operating system, not from fsspec:
   and the final name only ever appears with its complete content.
 * ``overwrite`` writes a temporary file the same way and ``os.replace``\\ s it
   over the final name, which is atomic for readers.
+* ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
+  of time, so that a commit writes its root's data while its node files are
+  still being written, and only the link waits for them.
+* ``overwrite_hint`` (the ``vn/latest`` hint) does the same without either
+  fsync: after a crash the hint may be old, empty or missing, which readers
+  treat as a stale or missing hint (spec/format.md §2.2, §9).
 
 Temporary files live in :data:`TMP_DIR` inside the catalog root (the same file
 system, so ``link`` / ``replace`` work) and are never listed.
@@ -29,7 +35,7 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import Storage, check_path
+from olympia.storage.base import Staged, Storage, check_path
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
@@ -76,18 +82,20 @@ class LocalStorage(Storage):
         except OSError as exc:
             raise self._fail(op, path, exc) from exc
 
-    def _write_temp(self, data: bytes) -> str:
-        """Write ``data`` to a new durable temporary file and return its name."""
+    def _write_temp(self, data: bytes, durable: bool = True) -> str:
+        """Write ``data`` to a new temporary file (fsynced if ``durable``) and
+        return its name."""
         os.makedirs(self._tmp, exist_ok=True)
         tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                # fsync before the file gets its real name: after a crash the
-                # name must never point at missing or partial content.
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    # fsync before the file gets its real name: after a crash
+                    # the name must never point at missing or partial content.
+                    os.fsync(f.fileno())
         except BaseException:
             _unlink_quietly(tmp)
             raise
@@ -115,25 +123,49 @@ class LocalStorage(Storage):
         full = self._full(path)
         with self._translating("put_if_absent", path):
             tmp = self._write_temp(data)
+        try:
+            self._link_into_place(path, full, tmp, data)
+        finally:
+            _unlink_quietly(tmp)
+
+    def stage(self, data: bytes) -> Staged:
+        """Write and fsync the temporary file now; :meth:`put_staged` only links it."""
+        data = bytes(data)
+        with self._translating("stage", TMP_DIR):
+            return _LocalStaged(data, self._write_temp(data), self)
+
+    def put_staged(self, path: str, staged: Staged) -> None:
+        if not isinstance(staged, _LocalStaged) or staged.owner is not self or staged.tmp is None:
+            super().put_staged(path, staged)  # staged elsewhere, or used already
+            return
+        path = check_path(path)
+        full = self._full(path)
+        tmp, staged.tmp = staged.tmp, None
+        try:
+            self._link_into_place(path, full, tmp, staged.data)
+        finally:
+            _unlink_quietly(tmp)
+
+    def _link_into_place(self, path: str, full: str, tmp: str, data: bytes) -> None:
+        """Link the durable temporary file ``tmp`` (holding ``data``) to ``full``
+        unless a file is there: the put-if-absent step of both puts."""
+        with self._translating("put_if_absent", path):
+            os.makedirs(os.path.dirname(full), exist_ok=True)
             try:
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                try:
-                    os.link(tmp, full)
-                except FileExistsError:
-                    pass  # decided below, after the temporary file is gone
-                except OSError as exc:
-                    if exc.errno in _NO_LINKS:
-                        raise StorageError(
-                            f"cannot put_if_absent {path!r} in {self.location}: the file "
-                            f"system does not support hard links, which atomic "
-                            f"put-if-absent needs ({exc})"
-                        ) from exc
-                    raise
-                else:
-                    _fsync_dir(os.path.dirname(full))
-                    return
-            finally:
-                _unlink_quietly(tmp)
+                os.link(tmp, full)
+            except FileExistsError:
+                pass  # decided below
+            except OSError as exc:
+                if exc.errno in _NO_LINKS:
+                    raise StorageError(
+                        f"cannot put_if_absent {path!r} in {self.location}: the file "
+                        f"system does not support hard links, which atomic "
+                        f"put-if-absent needs ({exc})"
+                    ) from exc
+                raise
+            else:
+                _fsync_dir(os.path.dirname(full))
+                return
             existing = self._read_existing(full)
         if existing is None and os.path.isdir(full):
             raise StorageError(f"cannot put_if_absent {path!r} in {self.location}: it is a folder")
@@ -144,17 +176,23 @@ class LocalStorage(Storage):
                 f"file {path!r} already exists in {self.location}", existing
             )
 
-    def _overwrite(self, path: str, data: bytes) -> None:
+    def _overwrite(self, path: str, data: bytes, durable: bool = True) -> None:
         full = self._full(path)
         with self._translating("overwrite", path):
-            tmp = self._write_temp(data)
+            tmp = self._write_temp(data, durable)
             try:
                 os.makedirs(os.path.dirname(full), exist_ok=True)
                 os.replace(tmp, full)  # atomic: readers see old or new, never a mix
             except BaseException:
                 _unlink_quietly(tmp)
                 raise
-            _fsync_dir(os.path.dirname(full))
+            if durable:
+                _fsync_dir(os.path.dirname(full))
+
+    def _overwrite_hint(self, path: str, data: bytes) -> None:
+        # Two fsyncs would make durable a file that readers may find stale,
+        # empty or missing anyway; after a crash they probe past it.
+        self._overwrite(path, data, durable=False)
 
     def _exists(self, path: str) -> bool:
         full = self._full(path)
@@ -224,6 +262,20 @@ class LocalStorage(Storage):
                     with contextlib.suppress(InvalidPathError):
                         out.append(check_path(rel))
         return out
+
+
+class _LocalStaged(Staged):
+    """A durable temporary file waiting to be linked into place."""
+
+    def __init__(self, data: bytes, tmp: str, owner: LocalStorage) -> None:
+        super().__init__(data)
+        self.tmp: str | None = tmp
+        self.owner = owner
+
+    def discard(self) -> None:
+        tmp, self.tmp = self.tmp, None
+        if tmp is not None:
+            _unlink_quietly(tmp)
 
 
 def _unlink_quietly(path: str) -> None:
