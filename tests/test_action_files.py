@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from faulty_storage import FaultyStorage
 
 import olympia
 from olympia import layout
@@ -14,7 +15,6 @@ from olympia.codec import INLINE_ACTIONS_MAX, decode_node, encode_node
 from olympia.errors import CommitConflictError, CorruptCatalogError
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import open_storage
-from tests.faulty_storage import FaultyStorage
 
 A = apb.ActionType
 N = 400  # tables of the large transaction: 801 actions, far above the inline bound
