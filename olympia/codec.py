@@ -407,16 +407,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         return CorruptCatalogError(f"node file {path} is damaged or not an olympia node: {why}")
 
     version, keys, values, defs, children = _read_rows(data, MAGIC, SUPPORTED_FORMAT_VERSIONS, bad)
-    system: dict[str, bytes] = {}
-    n_system = 0
-    for k, v in zip(keys, values):
-        assert k is not None
-        if not k.startswith("$"):
-            break
-        if v is None or k in system:
-            raise bad(f"system key {k} is null or repeated")
-        system[k] = v
-        n_system += 1
+    system = _system_rows(keys, values, bad)
+    n_system = len(system)  # the leading rows: each system key appears once
     ints: dict[str, int] = {}
     for k in _INT_KEYS & system.keys():
         text = system[k].decode("latin-1")
@@ -478,10 +470,10 @@ def decode_node(data: bytes, path: str) -> NodeFile:
     if is_root:
         acts = slice(n_system + n_keys, len(keys))
         actions: list[tuple[str, bytes]] = []
-        for k, v in zip(keys[acts], values[acts]):
-            if k is None or v is None:
+        for action_key, action in zip(keys[acts], values[acts]):
+            if action_key is None or action is None:
                 raise bad("action row without key or value")
-            actions.append((k, v))
+            actions.append((action_key, action))
         root = RootInfo(
             version=ints[K_VERSION],
             catalog_def=system[K_CATALOG_DEF],

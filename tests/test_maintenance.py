@@ -41,7 +41,11 @@ def test_history_and_time_travel(cat):
     # create_table: the namespace and view-name checks (reads), then the write.
     assert [len(h.actions) for h in history] == [0, 1, 3, 3, 3, 3, 3]
     assert _tables(cat.at_version(3)) == ["t0", "t1"]
-    assert _tables(cat.as_of(history[4].created_at)) == ["t0", "t1", "t2"]
+    # The last version created at or before version 4's time (millisecond
+    # resolution: a version of the same millisecond counts too).
+    last = max(h.version for h in history if h.created_at <= history[4].created_at)
+    assert cat.as_of(history[4].created_at).version == last >= 4
+    assert _tables(cat.as_of(history[4].created_at)) == [f"t{i}" for i in range(last - 1)]
     assert _tables(cat.as_of(datetime.now(timezone.utc) + timedelta(days=1))) == [
         f"t{i}" for i in range(5)
     ]
@@ -145,11 +149,18 @@ def test_grace_period_protects_young_files(cat):
 
 
 def test_expire_by_time(cat):
-    cut = cat.history()[4].created_at
+    history = cat.history()
+    cut = history[4].created_at
+    # Root times have millisecond resolution: a later version created in the
+    # same millisecond as version 4 is also "created at or before" the cut.
+    expected = max(h.version for h in history if h.created_at <= cut)
     time.sleep(0.002)
     result = cat.expire_versions(older_than=cut, grace_seconds=0)
-    assert result.oldest_version == 4
-    assert _tables(cat.at_version(4)) == ["t0", "t1", "t2"]
+    assert result.oldest_version == expected >= 4
+    # Version k holds the tables created by versions 2 .. k.
+    assert _tables(cat.at_version(expected)) == [f"t{i}" for i in range(expected - 1)]
+    with pytest.raises(VersionNotFoundError):
+        cat.at_version(expected - 1)
 
 
 def test_stale_commit_below_a_new_floor_is_refused(tmp_path):
