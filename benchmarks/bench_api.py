@@ -75,9 +75,7 @@ Run from the project root::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import multiprocessing as mp
 import os
 import random
 import resource
@@ -87,10 +85,9 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -595,40 +592,9 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
         handle.close()
 
 
-def _worker_main(job: Job, w: int, barrier: Any, queue: Any) -> None:
-    res = Worker(worker=w)
-    try:
-        run_worker(job, w, lambda: barrier.wait(timeout=600), res)
-    except BaseException:
-        res.error = traceback.format_exc()[-2000:]
-        with contextlib.suppress(Exception):
-            barrier.abort()
-    queue.put(asdict(res))
-
-
 def run_fixed_time(job: Job, procs: int) -> list[Worker]:
     """``procs`` fresh processes that start together and commit for ``job.seconds``."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(procs)
-    queue = ctx.Queue()
-    children = [
-        ctx.Process(target=_worker_main, args=(job, w, barrier, queue)) for w in range(procs)
-    ]
-    for c in children:
-        c.start()
-    results: list[Worker] = []
-    try:
-        for _ in children:
-            results.append(Worker(**queue.get(timeout=job.seconds + 900)))
-    finally:
-        for c in children:
-            c.join(timeout=60)
-            if c.is_alive():
-                c.kill()
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"a worker process crashed:\n{errors[0]}")
-    return sorted(results, key=lambda r: r.worker)
+    return bench_txn.run_spawned(run_worker, Worker, job, procs, job.seconds + 900)
 
 
 @dataclass

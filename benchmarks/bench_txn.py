@@ -486,10 +486,12 @@ def run_job(job: Job, w: int, start: Callable[[], None], res: WorkerResult) -> N
             handle.close()
 
 
-def _worker_main(job: Job, w: int, barrier: Any, queue: Any) -> None:
-    res = WorkerResult(worker=w)
+def _spawned_main(
+    run: Callable[..., None], result_type: type, job: Any, w: int, barrier: Any, queue: Any
+) -> None:
+    res = result_type(worker=w)
     try:
-        run_job(job, w, lambda: barrier.wait(timeout=600), res)
+        run(job, w, lambda: barrier.wait(timeout=600), res)
     except BaseException:
         res.error = traceback.format_exc()[-2000:]
         with contextlib.suppress(Exception):
@@ -497,21 +499,27 @@ def _worker_main(job: Job, w: int, barrier: Any, queue: Any) -> None:
     queue.put(asdict(res))
 
 
-def run_processes(job: Job, procs: int) -> list[WorkerResult]:
-    """Run ``job`` in ``procs`` fresh processes that start committing together."""
+def run_spawned(
+    run: Callable[..., None], result_type: type, job: Any, procs: int, timeout: float
+) -> list[Any]:
+    """Run ``run(job, w, start, result)`` in ``procs`` fresh (spawned) processes
+    that start together at a barrier; return their ``result_type`` results, by
+    worker. ``run`` and ``result_type`` must be importable (top-level) so that
+    the spawn start method can pickle them; ``result_type`` is a dataclass with
+    ``worker`` and ``error`` fields."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(procs)
     queue = ctx.Queue()
     children = [
-        ctx.Process(target=_worker_main, args=(job, w, barrier, queue)) for w in range(procs)
+        ctx.Process(target=_spawned_main, args=(run, result_type, job, w, barrier, queue))
+        for w in range(procs)
     ]
     for c in children:
         c.start()
-    results: list[WorkerResult] = []
+    results: list[Any] = []
     try:
         for _ in children:
-            raw = queue.get(timeout=job.deadline_s + 660)
-            results.append(WorkerResult(**raw))
+            results.append(result_type(**queue.get(timeout=timeout)))
     finally:
         for c in children:
             c.join(timeout=60)
@@ -521,6 +529,11 @@ def run_processes(job: Job, procs: int) -> list[WorkerResult]:
     if errors:
         raise RuntimeError(f"a worker process crashed:\n{errors[0]}")
     return sorted(results, key=lambda r: r.worker)
+
+
+def run_processes(job: Job, procs: int) -> list[WorkerResult]:
+    """Run ``job`` in ``procs`` fresh processes that start committing together."""
+    return run_spawned(run_job, WorkerResult, job, procs, job.deadline_s + 660)
 
 
 def run_in_process(job: Job) -> WorkerResult:
