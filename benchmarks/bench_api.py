@@ -284,25 +284,8 @@ def build_olympia(uri: str, n: int) -> dict[str, float]:
     return {"build_s": t1 - t0, "commit_s": t2 - t1, "version": version, "rss_mb": peak_rss_mb()}
 
 
-def build_peer(folder: str, n: int) -> float:
-    peer = ApiPeer(folder)  # creates SqlCatalog's tables
-    peer.close()
-    namespaces = [
-        (PEER_NAME, namespace_of(k), "exists", "true") for k in range(min(n, N_NAMESPACES))
-    ]
-    rows = [
-        (
-            PEER_NAME,
-            namespace_of(j),
-            table_name(j),
-            location(namespace_of(j), table_name(j), 1),
-            None,
-        )
-        for j in range(n)
-    ]
-    t0 = time.perf_counter()
-    peer_sql.bulk_insert(peer.db_path, namespaces, rows)
-    return time.perf_counter() - t0
+#: The peer's rows are built as bench_txn builds them (raw SQL, one transaction).
+build_peer = bench_txn.peer_bulk_insert
 
 
 def measure_ops(

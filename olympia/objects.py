@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from olympia.errors import CorruptCatalogError, OlympiaError
+from olympia.errors import CorruptCatalogError
 from olympia.proto import objects_pb2 as pb
 
 M = TypeVar("M", bound=Message)
@@ -26,17 +25,6 @@ def parse(message_type: type[M], data: bytes, what: str) -> M:
     except DecodeError as exc:
         raise CorruptCatalogError(f"stored definition of {what} is damaged: {exc}") from None
     return msg
-
-
-def check_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
-    """A copy of ``properties``; raises OlympiaError unless it maps str to str."""
-    if properties is None:
-        return {}
-    if not isinstance(properties, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
-    ):
-        raise OlympiaError(f"properties must map strings to strings, got {properties!r}")
-    return dict(properties)
 
 
 @dataclass(frozen=True)

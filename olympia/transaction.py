@@ -39,7 +39,7 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 from olympia.keys import KeyCodec
-from olympia.objects import check_properties, parse
+from olympia.objects import parse
 from olympia.ops import Check, PreconditionFailed, apply_write
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
@@ -430,8 +430,7 @@ class Transaction(CatalogReader):
             NamespaceAlreadyExistsError, InvalidNameError, TransactionClosedError.
         """
         validate.require_namespace(self._keys, "namespace", namespace)
-        validate.require_text_mapping("properties", properties)
-        props = check_properties(properties)
+        props = validate.require_text_mapping("properties", properties)
         self._write(
             apb.Action(
                 type=A.NAMESPACE_CREATE,
@@ -451,14 +450,7 @@ class Transaction(CatalogReader):
         Raises:
             NamespaceNotFoundError, InvalidArgumentError (a key both set and unset).
         """
-        _check_alter(self._keys, namespace, set, unset)
-        props = check_properties(set)
-        removed = list(unset or [])
-        if not all(isinstance(k, str) for k in removed):
-            raise OlympiaError(f"unset must be a list of property names, got {unset!r}")
-        both = sorted(props.keys() & removed)
-        if both:
-            raise OlympiaError(f"properties {both} are both set and unset")
+        props, removed = _check_alter(self._keys, namespace, set, unset)
         self._write(
             apb.Action(
                 type=A.NAMESPACE_ALTER,
@@ -495,16 +487,15 @@ class Transaction(CatalogReader):
             NamespaceNotFoundError, TableAlreadyExistsError (also when a view has
             the name), InvalidNameError.
         """
-        _check_table(self._keys, namespace, name, properties)
+        props = _check_table(self._keys, namespace, name, properties)
         validate.require_text("metadata_location", metadata_location, non_empty=True)
         validate.require_text("format", format)
-        _check_location(metadata_location)
         table = pb.Table(
             namespace=namespace,
             name=name,
             format=format,
             metadata_location=metadata_location,
-            properties=check_properties(properties),
+            properties=props,
         )
         self._write(
             apb.Action(
@@ -524,16 +515,15 @@ class Transaction(CatalogReader):
         Raises:
             TableNotFoundError, NamespaceNotFoundError.
         """
-        _check_table(self._keys, namespace, name, properties)
+        props = _check_table(self._keys, namespace, name, properties)
         validate.require_optional_text("metadata_location", metadata_location, non_empty=True)
         fields = []
         table = pb.Table(namespace=namespace, name=name)
         if metadata_location is not None:
-            _check_location(metadata_location)
             table.metadata_location = metadata_location
             fields.append("metadata_location")
         if properties is not None:
-            table.properties.update(check_properties(properties))
+            table.properties.update(props)
             fields.append("properties")
         self._write(
             apb.Action(
@@ -584,12 +574,7 @@ class Transaction(CatalogReader):
         substrait_plan: bytes | None,
         **kw: Any,
     ) -> pb.View:
-        if (sql_text is None) == (substrait_plan is None):
-            raise OlympiaError("a view needs exactly one of sql_text and substrait_plan")
-        if sql_text is not None and not isinstance(sql_text, str):
-            raise OlympiaError("sql_text must be a string")
-        if substrait_plan is not None and not isinstance(substrait_plan, bytes):
-            raise OlympiaError("substrait_plan must be bytes")
+        # The arguments passed _check_view already.
         return pb.View(
             namespace=namespace,
             name=name,
@@ -597,7 +582,7 @@ class Transaction(CatalogReader):
             substrait_plan=substrait_plan or b"",
             dialect=kw["dialect"],
             schema_json=kw["schema_json"],
-            properties=check_properties(kw["properties"]),
+            properties=kw["properties"] or {},
             metadata_location=kw["metadata_location"],
         )
 
@@ -1154,8 +1139,11 @@ def _dropping_version(store: CatalogStore, key: str, begin: int, latest: int) ->
     return None
 
 
-def _check_alter(keys: KeyCodec, namespace: object, set: object, unset: object) -> None:
-    """Argument checks of :meth:`Transaction.alter_namespace`."""
+def _check_alter(
+    keys: KeyCodec, namespace: object, set: object, unset: object
+) -> tuple[dict[str, str], list[str]]:
+    """Argument checks of :meth:`Transaction.alter_namespace`; the properties set
+    and the keys removed."""
     validate.require_namespace(keys, "namespace", namespace)
     props = validate.require_text_mapping("set", set)
     removed = validate.require_text_collection("unset", unset)
@@ -1164,13 +1152,17 @@ def _check_alter(keys: KeyCodec, namespace: object, set: object, unset: object) 
         raise InvalidArgumentError(
             f"properties {both} are both set and unset (arguments 'set' and 'unset')"
         )
+    return props, removed
 
 
-def _check_table(keys: KeyCodec, namespace: object, name: object, properties: object) -> None:
-    """Argument checks shared by :meth:`Transaction.create_table` and ``update_table``."""
+def _check_table(
+    keys: KeyCodec, namespace: object, name: object, properties: object
+) -> dict[str, str]:
+    """Argument checks shared by :meth:`Transaction.create_table` and
+    ``update_table``; a copy of the properties."""
     validate.require_namespace(keys, "namespace", namespace)
     validate.require_table_name(keys, "name", name)
-    validate.require_text_mapping("properties", properties)
+    return validate.require_text_mapping("properties", properties)
 
 
 def _check_view(
@@ -1199,11 +1191,6 @@ def _check_view(
     validate.require_text("schema_json", schema_json)
     validate.require_text_mapping("properties", properties)
     validate.require_text("metadata_location", metadata_location)
-
-
-def _check_location(location: object) -> None:
-    if not isinstance(location, str) or not location:
-        raise OlympiaError(f"metadata_location must be a non-empty string, got {location!r}")
 
 
 def _last_writer(store: CatalogStore, key: str, begin: int, latest: int) -> int:

@@ -195,10 +195,7 @@ def _install() -> None:
             async def wrapped_async(
                 self: Any, request: Any, operation_model: Any, context: Any, _o: Any = original
             ) -> Any:
-                logs = list(_active)
-                for log in logs:
-                    log._sent(1)
-                t0 = time.perf_counter()
+                logs, t0 = _start()
                 result = None
                 try:
                     result = await _o(self, request, operation_model, context)
@@ -212,10 +209,7 @@ def _install() -> None:
             def wrapped(
                 self: Any, request: Any, operation_model: Any, context: Any, _o: Any = original
             ) -> Any:
-                logs = list(_active)
-                for log in logs:
-                    log._sent(1)
-                t0 = time.perf_counter()
+                logs, t0 = _start()
                 result = None
                 try:
                     result = _o(self, request, operation_model, context)
@@ -224,6 +218,14 @@ def _install() -> None:
                     _record(logs, request, operation_model, t0, result)
 
             cls._do_get_response = wrapped  # type: ignore[attr-defined]
+
+
+def _start() -> tuple[list[S3RequestLog], float]:
+    """The logs a request goes to, told it is in flight, and its send time."""
+    logs = list(_active)
+    for log in logs:
+        log._sent(1)
+    return logs, time.perf_counter()
 
 
 def _record(
