@@ -369,7 +369,8 @@ class Transaction(CatalogReader):
             callable(getattr(merge, "keys", None)) and callable(getattr(merge, "rebase", None))
         ):
             raise InvalidArgumentTypeError(
-                f"merge must be a ContentMerge (methods keys and rebase) or None, got {merge!r}"
+                f"argument 'merge' must be a ContentMerge (methods keys and rebase) or None, "
+                f"got {validate.show(merge)}"
             )
         self._merge = merge
 

@@ -249,6 +249,7 @@ def _rows() -> list[Row]:
             properties=PROPERTIES,
             metadata_location=TEXT,
         )
+    add("Transaction", "set_content_merge", {}, merge=[(5, T), ("hook", T), (object(), T)])
     return rows
 
 
