@@ -356,6 +356,30 @@ def cmd_diff(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def cmd_graph(args: argparse.Namespace, out: Out) -> int:
+    from olympia.picture import catalog_svg
+
+    cat = _open(args)
+    latest = cat.version
+    to_version = latest if args.to_version is None else args.to_version
+    from_version = max(to_version - 1, 0) if args.from_version is None else args.from_version
+    with out.status("drawing"):
+        svg = catalog_svg(cat, from_version, to_version, max_versions=args.versions)
+    try:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(svg)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.svg}: {exc.strerror}") from None
+    out.emit(
+        {"svg": args.svg, "from_version": from_version, "to_version": to_version},
+        lambda: out.console.print(
+            f"wrote {args.svg}: the last {args.versions} versions and the trees of versions "
+            f"{from_version} and {to_version}"
+        ),
+    )
+    return EXIT_OK
+
+
 def cmd_rollback(args: argparse.Namespace, out: Out) -> int:
     cat = _open(args)
     new = cat.rollback_to(args.to)
@@ -631,6 +655,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("from_version", type=_nonnegative, metavar="FROM")
     p.add_argument("to_version", type=_nonnegative, nargs="?", metavar="TO")
+
+    p = add(
+        "graph",
+        "Draw an SVG picture: the version history, and the trees of two versions with the "
+        "node files they share.",
+        ["olympia graph --svg history.svg", "olympia graph --svg t.svg 3 7"],
+        cmd_graph,
+    )
+    p.add_argument("--svg", required=True, metavar="FILE", help="the SVG file to write")
+    p.add_argument("from_version", type=_nonnegative, nargs="?", metavar="FROM")
+    p.add_argument("to_version", type=_nonnegative, nargs="?", metavar="TO")
+    p.add_argument("--versions", type=_positive, default=40, help="versions drawn (default 40)")
 
     p = add(
         "rollback",

@@ -275,3 +275,27 @@ def test_s3_catalog_through_moto(moto_server: Any) -> None:
     res = run("ls", *opt, "--json", warehouse=uri, env=env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["namespaces"][0]["name"] == "s3ns"
+
+
+def test_graph_writes_an_svg_of_history_and_shared_nodes(lake: str, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    cat = olympia.load_catalog(lake)
+    with cat.transaction() as t:  # enough tables for a tree of several levels
+        for i in range(400):
+            t.create_table("finance", f"t{i:03d}", "s3://x")
+    with cat.transaction() as t:
+        t.update_table("finance", "t007", metadata_location="s3://y")
+    svg = tmp_path / "h.svg"
+    res = run("graph", "--svg", str(svg), warehouse=lake)
+    assert res.returncode == 0, res.stderr
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    text = svg.read_text()
+    assert "version 4 (orange" in text and "version 5 (blue" in text
+    shared = int(text.split("grey: ")[1].split(" node file")[0])
+    assert shared > 0  # one update copies one path; the rest of the tree is shared
+    assert text.count("<circle") == 6  # versions 0..5
+    assert "dashed" not in text and "stroke-dasharray" in text  # the rebased version 3
+    res = run("graph", "--svg", str(tmp_path / "no" / "such" / "dir.svg"), warehouse=lake)
+    assert res.returncode == 2 and "cannot write" in res.stderr
