@@ -16,12 +16,29 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+    write_manifest_list,
+)
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import AssertTableUUID
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    SetSnapshotRefUpdate,
+)
 from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
 from olympia.iceberg.errors import CommitConflictException
@@ -470,3 +487,133 @@ def test_bad_isolation_is_refused(catalog: SqlCatalog) -> None:
         rebase_table(
             table.io, "ns.t", table.metadata, [], table.metadata, isolation="read-committed"
         )
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """PyIceberg writes no delete files; the tests write a delete manifest with its writer."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def commit_partition_delete_file(table: Table, partition: str) -> str:
+    """Commit a DELETE snapshot adding a position delete file scoped to ``partition``."""
+    meta = table.metadata
+    head = meta.current_snapshot()
+    assert head is not None
+    snapshot_id = meta.new_snapshot_id()
+    sequence_number = meta.next_sequence_number()
+    delete_path = f"{table.location()}/data/p={partition}/deletes-{uuid.uuid4()}.parquet"
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=delete_path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(partition),
+        record_count=1,
+        file_size_in_bytes=10,
+    )
+    delete_file.spec_id = meta.default_spec_id
+    manifest_out = table.io.new_output(f"{table.location()}/metadata/{uuid.uuid4()}-deletes.avro")
+    with _DeleteManifestWriter(
+        meta.spec(), meta.schema(), manifest_out, snapshot_id, "deflate"
+    ) as writer:
+        writer.add(
+            ManifestEntry.from_args(
+                status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=delete_file
+            )
+        )
+    list_path = f"{table.location()}/metadata/snap-{snapshot_id}-deletes.avro"
+    with write_manifest_list(
+        format_version=2,
+        output_file=table.io.new_output(list_path),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=head.snapshot_id,
+        sequence_number=sequence_number,
+        avro_compression="deflate",
+    ) as list_writer:
+        list_writer.add_manifests([*head.manifests(table.io), writer.to_manifest_file()])
+    snapshot = Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=head.snapshot_id,
+        sequence_number=sequence_number,
+        manifest_list=list_path,
+        summary=Summary(Operation.DELETE),
+        schema_id=meta.current_schema_id,
+    )
+    table.catalog.commit_table(
+        table,
+        (AssertRefSnapshotId(ref="main", snapshot_id=head.snapshot_id),),
+        (
+            AddSnapshotUpdate(snapshot=snapshot),
+            SetSnapshotRefUpdate(ref_name="main", type="branch", snapshot_id=snapshot_id),
+        ),
+    )
+    return delete_path
+
+
+def test_removing_a_file_that_got_a_delete_file_is_refused(catalog: SqlCatalog) -> None:
+    make_table(catalog, mixed(("a", 1), ("a", 2), ("b", 3), ("b", 4)))
+    mine = catalog.load_table("ns.t")
+    delete_path = commit_partition_delete_file(catalog.load_table("ns.t"), "a")
+    ours = stage(mine, lambda tx: tx.delete(EqualTo("x", 1)))  # rewrites partition a's file
+    with pytest.raises(CommitConflictException, match="delete-file-added") as info:
+        rebase(catalog, mine.metadata, ours, isolation="snapshot")
+    assert info.value.rule == "delete-file-added" and delete_path in str(info.value)
+    # The same delete in the other partition is not affected by that delete file.
+    other_partition = stage(mine, lambda tx: tx.delete(EqualTo("x", 3)))
+    result = rebase(catalog, mine.metadata, other_partition, isolation="serializable")
+    theirs = catalog.load_table("ns.t").metadata
+    head = result.metadata.current_snapshot()
+    assert head is not None and head.parent_snapshot_id == theirs.current_snapshot_id
+    assert head.summary is not None and head.summary["deleted-records"] == "2"
+
+
+def test_own_new_column_then_append_lands_beside_a_concurrent_append(
+    catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    make_table(catalog, rows("a", 1))
+    mine = catalog.load_table("ns.t")
+    catalog.load_table("ns.t").append(rows("a", 2))
+    tx = Transaction(mine)
+    with tx.update_schema() as update:
+        update.add_column("score", LongType())
+    first = StagedCommit(requirements=tx._requirements, updates=tx._updates)
+    evolved = Table(mine.name(), tx.table_metadata, mine.metadata_location, mine.io, catalog)
+    wide = rows("b", 3).append_column("score", pa.array([30], pa.int64()))
+    second = stage(evolved, lambda t: t.append(wide))
+
+    result = rebase(catalog, mine.metadata, first, second)
+
+    assert result.metadata.schema().find_field("score") is not None
+    assert read(catalog, result.metadata, tmp_path) == [("a", 1), ("a", 2), ("b", 3)]
+    head = result.metadata.current_snapshot()
+    assert head is not None and head.schema_id == result.metadata.current_schema_id
+
+
+def test_appends_rebase_on_a_table_that_merges_manifests(
+    catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    table = make_table(catalog, rows("a", 1))
+    table.transaction().set_properties(
+        {"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "2"}
+    ).commit_transaction()
+    mine = catalog.load_table("ns.t")
+    catalog.load_table("ns.t").append(rows("a", 2))
+    ours = stage(mine, lambda tx: tx.append(rows("b", 3)))
+    staged = ours.updates[0].snapshot  # type: ignore[union-attr]
+
+    result = rebase(catalog, mine.metadata, ours)
+
+    assert read(catalog, result.metadata, tmp_path) == [("a", 1), ("a", 2), ("b", 3)]
+    head = result.metadata.current_snapshot()
+    assert head is not None
+    referenced = {m.manifest_path for m in head.manifests(mine.io)} | {head.manifest_list}
+    assert staged.manifest_list in result.obsolete_files
+    assert not referenced & set(result.obsolete_files)
+    for path in result.obsolete_files:  # deleting them leaves the result readable
+        mine.io.delete(path)
+    assert read(catalog, result.metadata, tmp_path) == [("a", 1), ("a", 2), ("b", 3)]
