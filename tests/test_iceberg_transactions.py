@@ -255,3 +255,50 @@ def test_files_outside_tables_are_the_catalogs_own(lake: tuple[OlympiaCatalog, P
     tops = {f.split(os.sep, 1)[0] for f in files_under(root)}
     assert "ns.db" in tops
     assert all(t.endswith(".db") or (not t.endswith(".db") and "." not in t) for t in tops)
+
+
+def test_merge_hook_rebases_the_changed_tables(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The content merge given to the core: keys() names the tables written or
+    scanned; rebase() hands each changed table to rebase.rebase_table (written)
+    or rebase.check_scans (only scanned) and writes the rebased metadata."""
+    from pyiceberg.table.update import update_table_metadata
+
+    from olympia.iceberg import rebase
+    from olympia.iceberg.rebase import Rebased
+
+    cat, _ = lake
+    tx = cat.begin(isolation="serializable")
+    tx.load_table("ns.a").transaction().set_properties(ours="1").commit_transaction()
+    tx.load_table("ns.b").scan(row_filter="id = 2").to_arrow()
+    keys = tx.key_codec()
+    key_a, key_b = keys.table("ns", "a"), keys.table("ns", "b")
+    assert sorted(tx.merge.keys()) == sorted([key_a, key_b])
+
+    cat.load_table("ns.a").transaction().set_properties(theirs="1").commit_transaction()
+    cat.load_table("ns.b").append(rows([3]))
+    calls: list[tuple[str, int | None, int]] = []
+
+    def fake_rebase(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+        calls.append((table, version, len(commits)))
+        metadata = theirs
+        for commit in commits:
+            metadata = update_table_metadata(metadata, commit.updates)
+        return Rebased(metadata)
+
+    def fake_check(io, table, base, theirs, scans, *, isolation, version=None):  # type: ignore[no-untyped-def]
+        calls.append((table, version, len(scans)))
+
+    monkeypatch.setattr(rebase, "rebase_table", fake_rebase)
+    monkeypatch.setattr(rebase, "check_scans", fake_check)
+    latest = cat.olympia.latest()
+    out = tx.merge.rebase(latest, [key_a, key_b])
+    assert list(out) == [key_a]
+    merged = cat.read_metadata(out[key_a])
+    assert merged.properties["ours"] == "1" and merged.properties["theirs"] == "1"
+    theirs_location = latest.describe_table("ns", "a").metadata_location
+    assert out[key_a].rsplit("/", 1)[-1].startswith("00003-")
+    assert theirs_location.rsplit("/", 1)[-1].startswith("00002-")
+    assert calls == [("ns.a", latest.version, 1), ("ns.b", latest.version, 1)]
+    tx.rollback()

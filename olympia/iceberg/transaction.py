@@ -55,11 +55,13 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names
+from olympia.iceberg import names, rebase
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
+from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
+from olympia.transaction import key_codec
 
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan
@@ -104,6 +106,9 @@ class TableState:
     base_location: str | None
     commits: list[StagedCommit] = field(default_factory=list)
     scans: list[ScanRecord] = field(default_factory=list)
+    #: Rebuilt by ``resume`` from the staged metadata: the staged commits are
+    #: unknown, so a concurrent change of the table cannot be rebased.
+    recovered: bool = False
 
 
 class OlympiaTable(Table):
@@ -601,6 +606,103 @@ def purge_files(owner: OlympiaCatalog, table: Table) -> None:
     delete_files(io, {table.metadata_location}, "metadata")
 
 
+class IcebergMerge:
+    """The content merge of an :class:`IcebergTransaction` (the core's merge
+    hook, spec/iceberg.md §7): rebases the transaction's staged commits of a
+    table onto the newest committed metadata when a concurrent version
+    changed it, instead of refusing the commit."""
+
+    def __init__(self, tx: IcebergTransaction) -> None:
+        self._tx = tx
+        #: The metadata each table's staged commits are built on, once rebased.
+        self._bases: dict[tuple[str, str], TableMetadata] = {}
+        #: Files written for staged metadata that a rebase replaced.
+        self.obsolete_files: list[str] = []
+
+    def _by_key(self) -> dict[str, tuple[str, str]]:
+        keys = self._tx.key_codec()
+        return {keys.table(ns, name): (ns, name) for ns, name in self._tx._tables}
+
+    def keys(self) -> list[str]:
+        """Object keys of the tables whose content the transaction wrote or scanned."""
+        keys = self._tx.key_codec()
+        return [
+            keys.table(ns, name)
+            for (ns, name), state in self._tx._tables.items()
+            if state.commits or state.scans or state.recovered
+        ]
+
+    def rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
+        """Rebuild the staged commits of each table in ``changed_keys`` on its
+        metadata in ``latest`` (a read view of the newest committed version);
+        return ``{object key: new metadata location}`` for the tables written.
+
+        Raises:
+            CommitConflictException: a rule of spec/iceberg.md §8 refuses it.
+        """
+        tx = self._tx
+        by_key = self._by_key()
+        version = getattr(latest, "version", None)
+        out: dict[str, str] = {}
+        for key in changed_keys:
+            if key not in by_key:
+                continue
+            namespace, name = by_key[key]
+            table = f"{namespace}.{name}"
+            state = tx._tables[(namespace, name)]
+            theirs_location = latest.describe_table(namespace, name).metadata_location
+            theirs = tx.owner.read_metadata(theirs_location)
+            base = self._base(namespace, name, state)
+            if base is None:
+                continue  # created by this transaction: a concurrent create is structural
+            io = tx.owner._load_file_io(theirs.properties, theirs_location)
+            if state.recovered and not state.commits:
+                raise CommitConflictException(
+                    f"table {table} was changed by version {version} while distributed "
+                    f"transaction {tx.id} was staged in another process; its staged commits "
+                    f"cannot be rebased after resume (rule resumed-without-commits)",
+                    table=table,
+                    version=version,
+                    rule="resumed-without-commits",
+                )
+            if not state.commits:
+                rebase.check_scans(
+                    io, table, base, theirs, state.scans, isolation=tx.isolation, version=version
+                )
+                self._bases[(namespace, name)] = theirs
+                continue
+            rebased = rebase.rebase_table(
+                io,
+                table,
+                base,
+                state.commits,
+                theirs,
+                isolation=tx.isolation,
+                scans=state.scans,
+                version=version,
+            )
+            new_location = load_location_provider(
+                rebased.metadata.location, rebased.metadata.properties
+            ).new_table_metadata_file_location(
+                MetastoreCatalog._parse_metadata_version(theirs_location) + 1
+            )
+            out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
+            MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
+            tx.owner.remember_metadata(new_location, rebased.metadata)
+            self.obsolete_files.extend(rebased.obsolete_files)
+            self._bases[(namespace, name)] = theirs
+            out[key] = new_location
+        return out
+
+    def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
+        known = self._bases.get((namespace, name))
+        if known is not None:
+            return known
+        if state.base_location is None:
+            return None
+        return self._tx.owner.read_metadata(state.base_location)
+
+
 class IcebergTransaction:
     """A transaction over the Iceberg tables of an olympia catalog.
 
@@ -619,7 +721,12 @@ class IcebergTransaction:
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}
         self._after_commit: list[Callable[[], None]] = []
+        self._keys: KeyCodec | None = None
         self.catalog = TransactionCatalog(self)
+        self.merge = IcebergMerge(self)
+        set_merge = getattr(txn, "set_content_merge", None)
+        if set_merge is not None:  # the core's merge hook (spec/transactions.md)
+            set_merge(self.merge)
 
     # --- state ------------------------------------------------------------------
 
@@ -644,6 +751,12 @@ class IcebergTransaction:
     def tables(self) -> dict[Identifier, TableState]:
         """What the transaction did to each table it touched, by identifier."""
         return {names.identifier(*k): v for k, v in self._tables.items()}
+
+    def key_codec(self) -> KeyCodec:
+        """The object key encoding of the catalog."""
+        if self._keys is None:
+            self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
+        return self._keys
 
     def _state(self, namespace: str, name: str) -> TableState:
         key = (namespace, name)
@@ -683,6 +796,7 @@ class IcebergTransaction:
             state = self._state(namespace, name)
             if staged_location == state.base_location:
                 continue
+            state.recovered = True
             self.written_files.extend(self._new_files(state.base_location, staged_location))
 
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
@@ -831,6 +945,8 @@ class IcebergTransaction:
                 version=exc.version,
                 rule=exc.rule or "conflict",
             ) from exc
+        if self.merge.obsolete_files:
+            self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
             try:
                 action()
@@ -843,6 +959,13 @@ class IcebergTransaction:
         transaction wrote (none of them is referenced by a committed version)."""
         self.olympia_transaction.rollback()
         self._delete_written()
+
+    def _delete_obsolete(self) -> None:
+        files = self.merge.obsolete_files
+        io = self.owner._load_file_io(location=files[0])
+        for path in dict.fromkeys(files):
+            with contextlib.suppress(OSError, ValueError):
+                io.delete(path)
 
     def _delete_written(self) -> None:
         if not self.written_files:
