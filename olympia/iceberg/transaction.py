@@ -229,7 +229,7 @@ class TransactionCatalog(MetastoreCatalog):
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
         """Record a scan of a table loaded through this catalog."""
         namespace, name = names.table_name(identifier)
-        self._tx._state(namespace, name).scans.append(scan)
+        self._tx._state(namespace, name, self._location(namespace, name)).scans.append(scan)
 
     def _table(self, identifier: Identifier, location: str, metadata: TableMetadata) -> Table:
         return OlympiaTable(
@@ -330,7 +330,7 @@ class TransactionCatalog(MetastoreCatalog):
         location = self._location(namespace, name)
         if location is None:
             raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
-        self._tx._state(namespace, name)
+        self._tx._state(namespace, name, location)
         metadata = self._tx.owner.read_metadata(location)
         return self._table(names.identifier(namespace, name), location, metadata)
 
@@ -390,7 +390,7 @@ class TransactionCatalog(MetastoreCatalog):
         )
         namespace, name = names.table_name(identifier)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
-        self._tx._state(namespace, name)
+        self._tx._state(namespace, name, None)
         with translate_errors():
             self._txn.create_table(namespace, name, staged.metadata_location)
         return self._table(staged.name(), staged.metadata_location, staged.metadata)
@@ -416,7 +416,7 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
         metadata = self._tx.owner.read_metadata(metadata_location)
-        self._tx._state(namespace, name)
+        self._tx._state(namespace, name, self._location(namespace, name))
         with translate_errors():
             if overwrite and self._txn.table_exists(namespace, name):
                 self._txn.update_table(namespace, name, metadata_location=metadata_location)
@@ -429,8 +429,10 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> Table:
         namespace, name = names.table_name(from_identifier)
         new_namespace, new_name = names.table_name(to_identifier)
-        if not self._txn.table_exists(namespace, name):
+        location = self._location(namespace, name)
+        if location is None:
             raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+        self._tx._state(namespace, name, location)
         self._require_namespace(new_namespace)
         with translate_errors():
             self._txn.rename_table(namespace, name, new_namespace, new_name)
@@ -457,8 +459,8 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> CommitTableResponse:
         namespace, name = names.table_name(table.name())
         creating = any(isinstance(r, AssertCreate) for r in requirements)
-        state = self._tx._state(namespace, name)
         location = self._location(namespace, name)
+        state = self._tx._state(namespace, name, location)
         current = None if location is None else self._tx.owner.read_metadata(location)
         if current is None and not creating:
             raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
@@ -758,12 +760,15 @@ class IcebergTransaction:
             self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
         return self._keys
 
-    def _state(self, namespace: str, name: str) -> TableState:
+    def _state(self, namespace: str, name: str, location: str | None) -> TableState:
+        """The state of table ``namespace.name``, made on first use from
+        ``location``, its metadata location as this transaction sees it now:
+        every write to a table makes its state first, so a table without one
+        is as committed at the begin version."""
         key = (namespace, name)
         state = self._tables.get(key)
         if state is None:
-            base = self.owner.committed_location(self.begin_version, namespace, name)
-            state = self._tables[key] = TableState(base)
+            state = self._tables[key] = TableState(location)
         return state
 
     def _renamed(self, old: tuple[str, str], new: tuple[str, str]) -> None:
@@ -793,7 +798,8 @@ class IcebergTransaction:
             if not txn.table_exists(namespace, name):
                 continue
             staged_location = txn.describe_table(namespace, name).metadata_location
-            state = self._state(namespace, name)
+            base = self.owner.committed_location(self.begin_version, namespace, name)
+            state = self._state(namespace, name, base)
             if staged_location == state.base_location:
                 continue
             state.recovered = True
