@@ -302,3 +302,25 @@ def test_merge_hook_rebases_the_changed_tables(
     assert theirs_location.rsplit("/", 1)[-1].startswith("00002-")
     assert calls == [("ns.a", latest.version, 1), ("ns.b", latest.version, 1)]
     tx.rollback()
+
+
+def _append_loop(warehouse: str, first: int, count: int) -> None:
+    cat = olympia_catalog(warehouse)
+    for i in range(count):
+        cat.load_table("ns.a").append(rows([first + i]))
+
+
+def test_two_processes_appending_to_one_table(lake: tuple[OlympiaCatalog, Path]) -> None:
+    """Every row lands: a commit that lost to the other process is retried by
+    PyIceberg on the newer table (its CommitFailedException is ours)."""
+    import multiprocessing
+
+    cat, root = lake
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_loop, args=(str(root), b, 6)) for b in (100, 200)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert ids_of(cat.load_table("ns.a")) == [1, *range(100, 106), *range(200, 206)]

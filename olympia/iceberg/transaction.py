@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,9 @@ logger = logging.getLogger(__name__)
 
 A = apb.ActionType
 
+#: The properties of a namespace created without any, as SqlCatalog stores them.
+MINIMAL_NAMESPACE_PROPERTIES = {"exists": "true"}
+
 #: The olympia table ``format`` of Iceberg tables (spec/iceberg.md §4).
 ICEBERG_FORMAT = "iceberg"
 
@@ -84,7 +88,7 @@ def translate_errors() -> Iterator[None]:
     except oe.NamespaceNotFoundError as exc:
         raise ice.NoSuchNamespaceError(str(exc)) from exc
     except oe.TableNotFoundError as exc:
-        raise ice.NoSuchTableError(str(exc)) from exc
+        raise ice.NoSuchTableError(_table_message(str(exc))) from exc
     except oe.ViewNotFoundError as exc:
         raise ice.NoSuchViewError(str(exc)) from exc
     except oe.NamespaceAlreadyExistsError as exc:
@@ -94,7 +98,18 @@ def translate_errors() -> Iterator[None]:
     except oe.ViewAlreadyExistsError as exc:
         raise ice.ViewAlreadyExistsError(str(exc)) from exc
     except oe.NamespaceNotEmptyError as exc:
-        raise ice.NamespaceNotEmptyError(str(exc)) from exc
+        raise ice.NamespaceNotEmptyError(_namespace_message(str(exc))) from exc
+
+
+def _table_message(message: str) -> str:
+    """PyIceberg's wording ("Table does not exist: ns.t") for olympia's."""
+    found = re.fullmatch(r"table (\S+) does not exist", message)
+    return f"Table does not exist: {found.group(1)}" if found else message
+
+
+def _namespace_message(message: str) -> str:
+    """PyIceberg's wording ("Namespace ns is not empty") before olympia's."""
+    return re.sub(r"^namespace '([^']+)' is not empty", r"Namespace \1 is not empty", message)
 
 
 @dataclass
@@ -246,15 +261,16 @@ class TransactionCatalog(MetastoreCatalog):
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
         ns = names.namespace_name(namespace)
+        props = dict(properties) or dict(MINIMAL_NAMESPACE_PROPERTIES)
         with translate_errors():
-            self._txn.create_namespace(ns, dict(properties))
+            self._txn.create_namespace(ns, props)
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
         ns = names.namespace_name(namespace)
         if not self._txn.namespace_exists(ns):
             if self._children(ns):
                 raise ice.NamespaceNotEmptyError(
-                    f"namespace {ns} holds namespaces {', '.join(self._children(ns))}"
+                    f"Namespace {ns} is not empty: it holds namespaces {', '.join(self._children(ns))}"
                 )
             raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
         children = self._children(ns)
@@ -329,7 +345,7 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         location = self._location(namespace, name)
         if location is None:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         self._tx._state(namespace, name, location)
         metadata = self._tx.owner.read_metadata(location)
         return self._table(names.identifier(namespace, name), location, metadata)
@@ -431,7 +447,7 @@ class TransactionCatalog(MetastoreCatalog):
         new_namespace, new_name = names.table_name(to_identifier)
         location = self._location(namespace, name)
         if location is None:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         self._tx._state(namespace, name, location)
         self._require_namespace(new_namespace)
         with translate_errors():
@@ -463,7 +479,7 @@ class TransactionCatalog(MetastoreCatalog):
         state = self._tx._state(namespace, name, location)
         current = None if location is None else self._tx.owner.read_metadata(location)
         if current is None and not creating:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         for requirement in requirements:
             requirement.validate(current)
         metadata = update_table_metadata(
