@@ -301,6 +301,9 @@ def test_merge_hook_rebases_the_changed_tables(
     assert out[key_a].rsplit("/", 1)[-1].startswith("00003-")
     assert theirs_location.rsplit("/", 1)[-1].startswith("00002-")
     assert calls == [("ns.a", latest.version, 1), ("ns.b", latest.version, 1)]
+    staged = tx.olympia_transaction.describe_table("ns", "a").metadata_location
+    assert tx.merge.obsolete_files == [staged]
+    assert tx.tables[("ns", "a")].metadata_files == [out[key_a]]
     tx.rollback()
 
 

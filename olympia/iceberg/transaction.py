@@ -124,6 +124,8 @@ class TableState:
     #: Rebuilt by ``resume`` from the staged metadata: the staged commits are
     #: unknown, so a concurrent change of the table cannot be rebased.
     recovered: bool = False
+    #: The metadata files this transaction wrote for the table, oldest first.
+    metadata_files: list[str] = field(default_factory=list)
 
 
 class OlympiaTable(Table):
@@ -505,6 +507,7 @@ class TransactionCatalog(MetastoreCatalog):
             else:
                 self._txn.update_table(namespace, name, metadata_location=new_location)
         state.commits.append(StagedCommit(tuple(requirements), tuple(updates), conflict_filter))
+        state.metadata_files.append(new_location)
         return _response(metadata, new_location)
 
     # --- views ----------------------------------------------------------------------
@@ -707,7 +710,10 @@ class IcebergMerge:
             out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
             MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
             tx.owner.remember_metadata(new_location, rebased.metadata)
+            # The staged metadata files built on the old base are replaced.
             self.obsolete_files.extend(rebased.obsolete_files)
+            self.obsolete_files.extend(state.metadata_files)
+            state.metadata_files = [new_location]
             self._bases[(namespace, name)] = theirs
             out[key] = new_location
         return out
