@@ -327,3 +327,64 @@ def test_two_processes_appending_to_one_table(lake: tuple[OlympiaCatalog, Path])
         p.join(300)
     assert [p.exitcode for p in procs] == [0, 0]
     assert ids_of(cat.load_table("ns.a")) == [1, *range(100, 106), *range(200, 206)]
+
+
+def _apply_on_theirs(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+    """A stand-in for rebase.rebase_table: the staged updates applied on theirs."""
+    from pyiceberg.table.update import update_table_metadata
+
+    from olympia.iceberg.rebase import Rebased
+
+    metadata = theirs
+    for commit in commits:
+        metadata = update_table_metadata(metadata, commit.updates)
+    return Rebased(metadata)
+
+
+def test_core_hook_merges_concurrent_commits_to_one_table(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the core's content-merge hook: two transactions change one
+    table; the second is rebased on the first instead of refused."""
+    from olympia.iceberg import rebase
+
+    cat, _ = lake
+    monkeypatch.setattr(rebase, "rebase_table", _apply_on_theirs)
+    first, second = cat.begin(), cat.begin()
+    first.load_table("ns.a").transaction().set_properties(first="1").commit_transaction()
+    second.load_table("ns.a").transaction().set_properties(second="2").commit_transaction()
+    first.commit()
+    version = second.commit()
+    assert version == cat.olympia.version
+    props = cat.load_table("ns.a").properties
+    assert props["first"] == "1" and props["second"] == "2"
+    assert ids_of(cat.load_table("ns.a")) == [1]
+
+
+def test_core_hook_refusal_publishes_nothing_and_cleans_up(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from olympia.iceberg import rebase
+
+    def refuse(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+        raise CommitConflictException(
+            f"{table}: refused", table=table, version=version, rule="removed-file-gone"
+        )
+
+    cat, root = lake
+    monkeypatch.setattr(rebase, "rebase_table", refuse)
+    first, second = cat.begin(), cat.begin()
+    first.load_table("ns.a").append(rows([5]))
+    second.load_table("ns.a").append(rows([6]))
+    first.commit()
+    files = table_files(root)
+    second_files = [f for f in second.written_files]
+    assert second_files
+    with pytest.raises(CommitConflictException) as info:
+        second.commit()
+    assert info.value.rule == "removed-file-gone" and info.value.table == "ns.a"
+    assert second.status == "failed"
+    assert table_files(root) == files - {
+        os.path.relpath(f.removeprefix("file://"), root) for f in second_files
+    }
+    assert ids_of(cat.load_table("ns.a")) == [1, 5]

@@ -62,7 +62,6 @@ from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
-from olympia.transaction import key_codec
 
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan
@@ -639,6 +638,8 @@ class IcebergMerge:
         self._bases: dict[tuple[str, str], TableMetadata] = {}
         #: Files written for staged metadata that a rebase replaced.
         self.obsolete_files: list[str] = []
+        #: The exception a call of :meth:`rebase` raised (the commit failed on it).
+        self.failure: BaseException | None = None
 
     def _by_key(self) -> dict[str, tuple[str, str]]:
         keys = self._tx.key_codec()
@@ -661,6 +662,13 @@ class IcebergMerge:
         Raises:
             CommitConflictException: a rule of spec/iceberg.md §8 refuses it.
         """
+        try:
+            return self._rebase(latest, changed_keys)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
         tx = self._tx
         by_key = self._by_key()
         version = getattr(latest, "version", None)
@@ -671,7 +679,10 @@ class IcebergMerge:
             namespace, name = by_key[key]
             table = f"{namespace}.{name}"
             state = tx._tables[(namespace, name)]
-            theirs_location = latest.describe_table(namespace, name).metadata_location
+            try:
+                theirs_location = latest.describe_table(namespace, name).metadata_location
+            except oe.NoSuchObjectError:
+                continue  # dropped or renamed: the core refuses that (rule structural)
             theirs = tx.owner.read_metadata(theirs_location)
             base = self._base(namespace, name, state)
             if base is None:
@@ -687,21 +698,30 @@ class IcebergMerge:
                     rule="resumed-without-commits",
                 )
             if not state.commits:
-                rebase.check_scans(
-                    io, table, base, theirs, state.scans, isolation=tx.isolation, version=version
-                )
+                if tx.isolation == "serializable":
+                    self._check_scans(io, table, base, theirs, state.scans, version)
                 self._bases[(namespace, name)] = theirs
                 continue
-            rebased = rebase.rebase_table(
-                io,
-                table,
-                base,
-                state.commits,
-                theirs,
-                isolation=tx.isolation,
-                scans=state.scans,
-                version=version,
-            )
+            try:
+                rebased = rebase.rebase_table(
+                    io,
+                    table,
+                    base,
+                    state.commits,
+                    theirs,
+                    isolation=tx.isolation,
+                    scans=state.scans,
+                    version=version,
+                )
+            except NotImplementedError:  # an olympia without the rebase engine
+                raise CommitConflictException(
+                    f"table {table} was changed by version {version} after transaction "
+                    f"{tx.id} began, and this olympia cannot rebase Iceberg commits "
+                    f"(rule write-write)",
+                    table=table,
+                    version=version,
+                    rule="write-write",
+                ) from None
             new_location = load_location_provider(
                 rebased.metadata.location, rebased.metadata.properties
             ).new_table_metadata_file_location(
@@ -717,6 +737,29 @@ class IcebergMerge:
             self._bases[(namespace, name)] = theirs
             out[key] = new_location
         return out
+
+    def _check_scans(
+        self,
+        io: FileIO,
+        table: str,
+        base: TableMetadata,
+        theirs: TableMetadata,
+        scans: list[ScanRecord],
+        version: int | None,
+    ) -> None:
+        try:
+            rebase.check_scans(
+                io, table, base, theirs, scans, isolation="serializable", version=version
+            )
+        except NotImplementedError:  # an olympia without the rebase engine
+            raise CommitConflictException(
+                f"table {table}, which serializable transaction {self._tx.id} read, was changed "
+                f"by version {version}, and this olympia cannot judge Iceberg scans "
+                f"(rule scan-filter-matches)",
+                table=table,
+                version=version,
+                rule="scan-filter-matches",
+            ) from None
 
     def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
         known = self._bases.get((namespace, name))
@@ -745,7 +788,6 @@ class IcebergTransaction:
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}
         self._after_commit: list[Callable[[], None]] = []
-        self._keys: KeyCodec | None = None
         self.catalog = TransactionCatalog(self)
         self.merge = IcebergMerge(self)
         set_merge = getattr(txn, "set_content_merge", None)
@@ -778,9 +820,7 @@ class IcebergTransaction:
 
     def key_codec(self) -> KeyCodec:
         """The object key encoding of the catalog."""
-        if self._keys is None:
-            self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
-        return self._keys
+        return self.olympia_transaction.keys
 
     def _state(self, namespace: str, name: str, location: str | None) -> TableState:
         """The state of table ``namespace.name``, made on first use from
@@ -967,12 +1007,18 @@ class IcebergTransaction:
         except oe.CommitConflictError as exc:
             if exc.rule != "transaction-claimed":
                 self._delete_written()
+            if isinstance(exc, CommitConflictException):
+                raise
             raise CommitConflictException(
                 str(exc),
                 table=", ".join(".".join(k) for k in self._tables) or "-",
                 version=exc.version,
                 rule=exc.rule or "conflict",
             ) from exc
+        except BaseException as exc:
+            if exc is self.merge.failure:  # the hook failed the commit: nothing was published
+                self._delete_written()
+            raise
         if self.merge.obsolete_files:
             self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
