@@ -56,7 +56,7 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names, rebase
+from olympia.iceberg import names, rebase, sidecar
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.keys import KeyCodec
@@ -246,6 +246,7 @@ class TransactionCatalog(MetastoreCatalog):
         """Record a scan of a table loaded through this catalog."""
         namespace, name = names.table_name(identifier)
         self._tx._state(namespace, name, self._location(namespace, name)).scans.append(scan)
+        self._tx.save_state()
 
     def _table(self, identifier: Identifier, location: str, metadata: TableMetadata) -> Table:
         return OlympiaTable(
@@ -454,6 +455,7 @@ class TransactionCatalog(MetastoreCatalog):
         with translate_errors():
             self._txn.rename_table(namespace, name, new_namespace, new_name)
         self._tx._renamed((namespace, name), (new_namespace, new_name))
+        self._tx.save_state()
         return self.load_table(names.identifier(new_namespace, new_name))
 
     def drop_table(self, identifier: str | Identifier) -> None:
@@ -461,6 +463,7 @@ class TransactionCatalog(MetastoreCatalog):
         with translate_errors():
             self._txn.drop_table(namespace, name)
         self._tx._dropped((namespace, name))
+        self._tx.save_state()
 
     def purge_table(self, identifier: str | Identifier) -> None:
         """Drop the table; its files are deleted once the transaction commits."""
@@ -507,6 +510,7 @@ class TransactionCatalog(MetastoreCatalog):
                 self._txn.update_table(namespace, name, metadata_location=new_location)
         state.commits.append(StagedCommit(tuple(requirements), tuple(updates), conflict_filter))
         state.metadata_files.append(new_location)
+        self._tx.save_state()
         return _response(metadata, new_location)
 
     # --- views ----------------------------------------------------------------------
@@ -840,32 +844,107 @@ class IcebergTransaction:
     def _dropped(self, key: tuple[str, str]) -> None:
         self._tables.pop(key, None)
 
-    def recover_written_files(self) -> None:
-        """After ``resume``: find the tables this transaction wrote and the files
-        it wrote for them, from its actions and its staged metadata.
+    def restore(self) -> None:
+        """After ``resume``: rebuild the per-table state and the list of files
+        written, from the sidecar (:mod:`olympia.iceberg.sidecar`) when there is
+        one, and from the olympia transaction's actions and staged metadata
+        for any table the sidecar does not describe as staged now.
 
-        New metadata files are the staged metadata file and its metadata log
-        entries that the committed metadata does not have; new manifest lists,
-        manifests and data files are those of the snapshots the staged
-        metadata adds, data files only under the table's ``data/`` folder
-        (files added with ``add_files`` elsewhere belong to the user).
+        Derived state has no staged commits (``recovered``): its new metadata
+        files are the staged metadata file and its metadata log entries that
+        the committed metadata lacks; its new manifest lists, manifests and
+        data files those of the snapshots the staged metadata adds, data files
+        only under the table's ``data/`` folder (files added with
+        ``add_files`` elsewhere belong to the user).
         """
-        txn = self.olympia_transaction
-        tables = {
-            (a.table.namespace, a.table.name)
-            for a in txn.actions
-            if a.type in (A.TABLE_CREATE, A.TABLE_UPDATE, A.TABLE_RENAME)
-        }
-        for namespace, name in sorted(tables):
-            if not txn.table_exists(namespace, name):
+        staged = self._staged_from_actions()
+        for record in self._read_sidecar():
+            key = (record.namespace, record.name)
+            state = TableState(
+                record.base_location,
+                list(record.commits),
+                list(record.scans),
+                metadata_files=list(record.metadata_files),
+            )
+            self._tables[key] = state
+            now = staged.get(key, record.base_location)
+            if now != record.staged_location and now is not None:
+                # Staged after the sidecar was written (a process died between the two).
+                state.recovered = True
+                self.written_files.extend(self._new_files(state.base_location, now))
+        for (namespace, name), location in staged.items():
+            if (namespace, name) in self._tables or location is None:
                 continue
-            staged_location = txn.describe_table(namespace, name).metadata_location
             base = self.owner.committed_location(self.begin_version, namespace, name)
             state = self._state(namespace, name, base)
-            if staged_location == state.base_location:
+            if location == base:
                 continue
             state.recovered = True
-            self.written_files.extend(self._new_files(state.base_location, staged_location))
+            self.written_files.extend(self._new_files(base, location))
+
+    def _staged_from_actions(self) -> dict[tuple[str, str], str | None]:
+        """The metadata location each table written by the olympia transaction
+        has staged now (None: dropped), from its write actions in order."""
+        txn = self.olympia_transaction
+        out: dict[tuple[str, str], str | None] = {}
+        for action in txn.actions:
+            if action.type not in (A.TABLE_CREATE, A.TABLE_UPDATE, A.TABLE_RENAME, A.TABLE_DROP):
+                continue
+            old = tuple(txn.keys.decode(action.object_key).parts)
+            key = (old[0], old[1])
+            if action.type == A.TABLE_DROP:
+                out[key] = None
+            elif action.type == A.TABLE_RENAME:
+                moved = out.pop(key) if key in out else None
+                if moved is None:
+                    moved = self.owner.committed_location(self.begin_version, *key)
+                out[(action.table.namespace, action.table.name)] = moved
+                out[key] = None
+            elif action.table.metadata_location:
+                out[key] = action.table.metadata_location
+        return out
+
+    def _sidecar_location(self) -> str:
+        return sidecar.location(self.owner.warehouse, self.id)
+
+    def _read_sidecar(self) -> list[sidecar.TableRecord]:
+        where = self._sidecar_location()
+        try:
+            with self.owner._load_file_io(location=where).new_input(where).open() as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        records, written = sidecar.load(data, where)
+        self.written_files.extend(written)
+        return records
+
+    def save_state(self) -> None:
+        """Write the sidecar of a distributed transaction (no-op otherwise)."""
+        if not self.olympia_transaction.distributed:
+            return
+        records = [
+            sidecar.TableRecord(
+                namespace,
+                name,
+                state.base_location,
+                state.metadata_files[-1] if state.metadata_files else state.base_location,
+                tuple(state.commits),
+                tuple(state.scans),
+                tuple(state.metadata_files),
+            )
+            for (namespace, name), state in self._tables.items()
+        ]
+        where = self._sidecar_location()
+        data = sidecar.dump(records, list(dict.fromkeys(self.written_files)))
+        with self.owner._load_file_io(location=where).new_output(where).create(overwrite=True) as f:
+            f.write(data)
+
+    def _drop_state(self) -> None:
+        if not self.olympia_transaction.distributed:
+            return
+        where = self._sidecar_location()
+        with contextlib.suppress(OSError, ValueError):
+            self.owner._load_file_io(location=where).delete(where)
 
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
         owner = self.owner
@@ -991,7 +1070,9 @@ class IcebergTransaction:
     def distribute(self) -> str:
         """Persist the transaction so that ``OlympiaCatalog.resume(id)`` continues
         it in any process; returns its id (spec/iceberg.md §6)."""
-        return self.olympia_transaction.distribute()
+        txn_id = self.olympia_transaction.distribute()
+        self.save_state()
+        return txn_id
 
     def commit(self) -> int:
         """Publish every staged change in one catalog version; return it.
@@ -1007,6 +1088,7 @@ class IcebergTransaction:
         except oe.CommitConflictError as exc:
             if exc.rule != "transaction-claimed":
                 self._delete_written()
+                self._drop_state()
             if isinstance(exc, CommitConflictException):
                 raise
             raise CommitConflictException(
@@ -1018,7 +1100,9 @@ class IcebergTransaction:
         except BaseException as exc:
             if exc is self.merge.failure:  # the hook failed the commit: nothing was published
                 self._delete_written()
+                self._drop_state()
             raise
+        self._drop_state()
         if self.merge.obsolete_files:
             self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
@@ -1033,6 +1117,7 @@ class IcebergTransaction:
         transaction wrote (none of them is referenced by a committed version)."""
         self.olympia_transaction.rollback()
         self._delete_written()
+        self._drop_state()
 
     def _delete_obsolete(self) -> None:
         files = self.merge.obsolete_files
