@@ -1065,6 +1065,19 @@ class IcebergTransaction:
     def drop_view(self, identifier: str | Identifier) -> None:
         self.catalog.drop_view(identifier)
 
+    def create_view(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        view_version: ViewVersion,
+        location: str | None = None,
+        properties: Properties = EMPTY_DICT,
+    ) -> View:
+        return self.catalog.create_view(identifier, schema, view_version, location, properties)
+
+    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
+        return self.catalog.register_view(identifier, metadata_location)
+
     # --- ending -----------------------------------------------------------------------
 
     def distribute(self) -> str:
