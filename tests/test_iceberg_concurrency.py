@@ -1,0 +1,235 @@
+"""Concurrent Iceberg commits through the PyIceberg plugin, end to end
+(spec/iceberg.md §5-§8): racing appends all land, write skew across two
+tables is refused under SERIALIZABLE only, copy-on-write deletes of the same
+files are refused while deletes of different partitions both land, and a
+failed transaction leaves no table changed."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.expressions import EqualTo
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+import olympia
+from olympia.iceberg.errors import CommitConflictException
+
+IMPL = "olympia.iceberg.OlympiaCatalog"
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "part", StringType(), required=False),
+)
+SPEC = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part"))
+
+
+def catalog(warehouse: str) -> Any:
+    return load_catalog("lake", **{"py-catalog-impl": IMPL, "warehouse": warehouse})
+
+
+def batch(ids: range, part: str = "a") -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(list(ids), pa.int64()),
+            "part": pa.array([part] * len(ids), pa.string()),
+        }
+    )
+
+
+def ids_of(tbl: Any) -> list[int]:
+    return sorted(tbl.scan().to_arrow()["id"].to_pylist())
+
+
+def all_files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def _append_loop(warehouse: str, worker: int, rounds: int, out: Any) -> None:
+    cat = catalog(warehouse)
+    done = 0
+    for i in range(rounds):
+        tbl = cat.load_table(("db", "events"))
+        start = (worker * rounds + i) * 10
+        tbl.append(batch(range(start, start + 10)))
+        done += 1
+    out.put((worker, done))
+
+
+def test_two_processes_appending_to_one_table_lose_no_row(tmp_path: Path) -> None:
+    warehouse = f"file://{tmp_path}/lake"
+    cat = catalog(warehouse)
+    cat.create_namespace("db")
+    cat.create_table(("db", "events"), SCHEMA)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    rounds = 15
+    procs = [ctx.Process(target=_append_loop, args=(warehouse, w, rounds, out)) for w in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert results == {0: rounds, 1: rounds}
+    tbl = cat.load_table(("db", "events"))
+    assert ids_of(tbl) == list(range(2 * rounds * 10))
+    # one snapshot per append, in one line of history
+    snapshots = tbl.metadata.snapshots
+    assert len(snapshots) == 2 * rounds
+    chain, current = [], tbl.current_snapshot()
+    while current is not None:
+        chain.append(current.snapshot_id)
+        current = (
+            tbl.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+        )
+    assert len(chain) == 2 * rounds
+
+
+def test_racing_appends_in_one_process_both_land(tmp_path: Path) -> None:
+    cat = catalog(f"file://{tmp_path}/lake")
+    cat.create_namespace("db")
+    cat.create_table(("db", "t"), SCHEMA)
+    first = cat.load_table(("db", "t"))
+    second = cat.load_table(("db", "t"))
+    first.append(batch(range(0, 5)))
+    second.append(batch(range(5, 10)))  # its base is stale: rebased, not refused
+    assert ids_of(cat.load_table(("db", "t"))) == list(range(10))
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_write_skew_across_two_tables(tmp_path: Path, isolation: str) -> None:
+    cat = catalog(f"file://{tmp_path}/lake")
+    cat.create_namespace("db")
+    for name in ("a", "b"):
+        cat.create_table(("db", name), SCHEMA).append(batch(range(1)))
+    t1 = cat.begin(isolation=isolation)
+    t2 = cat.begin(isolation=isolation)
+    # each reads both tables, then writes the one the other read
+    for tx in (t1, t2):
+        assert ids_of(tx.load_table(("db", "a"))) == [0]
+        assert ids_of(tx.load_table(("db", "b"))) == [0]
+    t1.load_table(("db", "a")).append(batch(range(100, 101)))
+    t2.load_table(("db", "b")).append(batch(range(200, 201)))
+    t1.commit()
+    if isolation == "serializable":
+        with pytest.raises(CommitConflictException) as info:
+            t2.commit()
+        assert isinstance(info.value, CommitFailedException)
+        assert "db.a" in str(info.value) or "db.b" in str(info.value)
+        assert info.value.rule
+        assert ids_of(cat.load_table(("db", "b"))) == [0]
+    else:
+        t2.commit()
+        assert ids_of(cat.load_table(("db", "b"))) == [0, 200]
+    assert ids_of(cat.load_table(("db", "a"))) == [0, 100]
+
+
+def _partitioned(cat: Any) -> Any:
+    cat.create_namespace("db")
+    tbl = cat.create_table(("db", "p"), SCHEMA, partition_spec=SPEC)
+    # one append writes both partitions, so both deletes rewrite the same manifest
+    tbl.append(pa.concat_tables([batch(range(0, 5), "a"), batch(range(5, 10), "b")]))
+    return tbl
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_deletes_of_different_partitions_both_commit(tmp_path: Path, isolation: str) -> None:
+    cat = catalog(f"file://{tmp_path}/lake")
+    _partitioned(cat)
+    t1, t2 = cat.begin(isolation=isolation), cat.begin(isolation=isolation)
+    t1.load_table(("db", "p")).delete(EqualTo("part", "a"))
+    t2.load_table(("db", "p")).delete(EqualTo("part", "b"))
+    t1.commit()
+    t2.commit()
+    assert ids_of(cat.load_table(("db", "p"))) == []
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_copy_on_write_delete_racing_overwrite_of_same_files_is_refused(
+    tmp_path: Path, isolation: str
+) -> None:
+    cat = catalog(f"file://{tmp_path}/lake")
+    _partitioned(cat)
+    t1, t2 = cat.begin(isolation=isolation), cat.begin(isolation=isolation)
+    # a row-level delete rewrites the file of partition a (copy-on-write) ...
+    t1.load_table(("db", "p")).delete(EqualTo("id", 1))
+    # ... while an overwrite replaces the same file
+    t2.load_table(("db", "p")).overwrite(
+        batch(range(50, 52), "a"), overwrite_filter=EqualTo("part", "a")
+    )
+    t1.commit()
+    with pytest.raises(CommitConflictException) as info:
+        t2.commit()
+    assert info.value.rule == "removed-file-gone"
+    assert "db.p" in str(info.value)
+    assert ids_of(cat.load_table(("db", "p"))) == [0, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_exception_in_transaction_changes_no_table_and_leaves_no_file(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    cat = catalog(f"file://{root}")
+    cat.create_namespace("db")
+    for name in ("a", "b"):
+        cat.create_table(("db", name), SCHEMA).append(batch(range(3)))
+    before_files = all_files(root)
+    before_version = olympia.load_catalog(str(root)).version
+    with pytest.raises(RuntimeError, match="boom"), cat.transaction() as tx:
+        tx.load_table(("db", "a")).append(batch(range(10, 20)))
+        tx.load_table(("db", "b")).delete(EqualTo("id", 1))
+        raise RuntimeError("boom")
+    assert ids_of(cat.load_table(("db", "a"))) == [0, 1, 2]
+    assert ids_of(cat.load_table(("db", "b"))) == [0, 1, 2]
+    assert olympia.load_catalog(str(root)).version == before_version
+    assert all_files(root) == before_files
+
+
+def test_multi_table_commit_is_one_catalog_version(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    cat = catalog(f"file://{root}")
+    cat.create_namespace("db")
+    for name in ("a", "b"):
+        cat.create_table(("db", name), SCHEMA)
+    before = olympia.load_catalog(str(root)).version
+    with cat.transaction(isolation="serializable") as tx:
+        a = tx.load_table(("db", "a"))
+        a.append(batch(range(3)))
+        # the transaction sees its own write; outside, nobody does yet
+        assert ids_of(tx.load_table(("db", "a"))) == [0, 1, 2]
+        assert ids_of(cat.load_table(("db", "a"))) == []
+        tx.load_table(("db", "b")).append(batch(range(7, 9)))
+    assert olympia.load_catalog(str(root)).version == before + 1
+    assert ids_of(cat.load_table(("db", "a"))) == [0, 1, 2]
+    assert ids_of(cat.load_table(("db", "b"))) == [7, 8]
+
+
+def test_failed_transaction_does_not_delete_files_of_committed_versions(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    cat = catalog(f"file://{root}")
+    _partitioned(cat)
+    tbl = cat.load_table(("db", "p"))
+    committed = {f.file.file_path for f in tbl.scan().plan_files()}
+    t1 = cat.begin(isolation="serializable")
+    t1.load_table(("db", "p")).overwrite(
+        batch(range(60, 61), "a"), overwrite_filter=EqualTo("part", "a")
+    )
+    cat.load_table(("db", "p")).overwrite(
+        batch(range(70, 71), "a"), overwrite_filter=EqualTo("part", "a")
+    )
+    with pytest.raises(CommitConflictException):
+        t1.commit()
+    live = cat.load_table(("db", "p"))
+    for path in {f.file.file_path for f in live.scan().plan_files()}:
+        assert os.path.exists(path.removeprefix("file://"))
+    assert ids_of(live) == [5, 6, 7, 8, 9, 70]
+    assert committed  # the files of the first version are still there for time travel
+    for path in committed:
+        assert os.path.exists(path.removeprefix("file://"))
