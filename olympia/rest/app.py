@@ -223,7 +223,9 @@ def _transaction(catalog: Catalog) -> Iterator[Any]:
             f"the catalog {type(catalog).__name__} has no multi-table transactions",
         )
     with begin() as txn:
-        yield txn
+        # The transaction's Catalog view: tables loaded through it read the
+        # transaction's snapshot, and their commits are staged in it.
+        yield txn.catalog
 
 
 def create_app(

@@ -1,0 +1,409 @@
+"""The Iceberg REST server over real HTTP: PyIceberg's REST client and raw
+requests against a server started on a free port (spec/rest.md)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import requests
+from iceberg_helpers import ids_of, rows
+from pyiceberg.exceptions import (
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    UnauthorizedError,
+)
+from rest_helpers import PREFIX, Served, change_of, serve
+
+import olympia
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("rest")) as s:
+        yield s
+
+
+def error_of(response: requests.Response) -> dict[str, object]:
+    body = response.json()
+    assert set(body) == {"error"}
+    error: dict[str, object] = body["error"]
+    assert error["code"] == response.status_code
+    assert isinstance(error["message"], str) and error["message"]
+    return error
+
+
+# --- configuration ---------------------------------------------------------------
+
+
+def test_config_advertises_prefix_and_endpoints(served: Served) -> None:
+    response = requests.get(f"{served.uri}/v1/config", timeout=10)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["overrides"] == {"prefix": PREFIX}
+    assert "POST /v1/{prefix}/transactions/commit" in body["endpoints"]
+    assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}" in body["endpoints"]
+
+
+# --- namespaces -------------------------------------------------------------------
+
+
+def test_namespaces_nested_listing_properties_and_drop(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace(("ns1", "a"), {"owner": "ops"})
+    rest.create_namespace(("ns1", "b"))
+    rest.create_namespace(("ns1", "a", "deep"))
+    assert rest.list_namespaces(("ns1",)) == [("ns1", "a"), ("ns1", "b")]
+    assert rest.list_namespaces(("ns1", "a")) == [("ns1", "a", "deep")]
+    assert rest.load_namespace_properties(("ns1", "a")) == {"owner": "ops"}
+    assert rest.namespace_exists(("ns1", "b"))
+    assert not rest.namespace_exists(("ns1", "zzz"))
+    summary = rest.update_namespace_properties(("ns1", "a"), {"owner", "gone"}, {"tier": "gold"})
+    assert (summary.removed, summary.updated, summary.missing) == (["owner"], ["tier"], ["gone"])
+    assert rest.load_namespace_properties(("ns1", "a")) == {"tier": "gold"}
+    rest.drop_namespace(("ns1", "b"))
+    assert not rest.namespace_exists(("ns1", "b"))
+    # what the server stored is what the olympia catalog holds
+    assert served.catalog.load_namespace_properties(("ns1", "a")) == {"tier": "gold"}
+
+
+def test_namespace_errors(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("ns2")
+    with pytest.raises(NamespaceAlreadyExistsError):
+        rest.create_namespace("ns2")
+    with pytest.raises(NoSuchNamespaceError):
+        rest.load_namespace_properties("ns2_missing")
+    with pytest.raises(NoSuchNamespaceError):
+        rest.drop_namespace("ns2_missing")
+    rest.create_table(("ns2", "t"), SCHEMA)
+    with pytest.raises(NamespaceNotEmptyError):
+        rest.drop_namespace("ns2")
+    both = requests.post(
+        served.url("namespaces/ns2/properties"),
+        json={"removals": ["k"], "updates": {"k": "v"}},
+        timeout=10,
+    )
+    assert both.status_code == 422
+    assert error_of(both)["type"] == "UnprocessableEntityException"
+
+
+def test_list_namespaces_pages(served: Served) -> None:
+    for i in range(5):
+        served.client().create_namespace(("pages", f"n{i}"))
+    seen: list[list[str]] = []
+    token = None
+    while True:
+        params = {"parent": "pages", "pageSize": "2", **({"pageToken": token} if token else {})}
+        body = requests.get(served.url("namespaces"), params=params, timeout=10).json()
+        assert len(body["namespaces"]) <= 2
+        seen += body["namespaces"]
+        token = body.get("next-page-token")
+        if not token:
+            break
+    assert seen == [["pages", f"n{i}"] for i in range(5)]
+
+
+# --- tables -----------------------------------------------------------------------
+
+
+def test_create_append_read_through_rest_and_olympia(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("t1")
+    table = rest.create_table(("t1", "events"), SCHEMA)
+    table.append(rows([1, 2, 3]))
+    table.append(rows([4]))
+    assert ids_of(rest.load_table(("t1", "events"))) == [1, 2, 3, 4]
+    # the same table read directly from the olympia catalog
+    assert ids_of(served.catalog.load_table(("t1", "events"))) == [1, 2, 3, 4]
+    assert rest.list_tables("t1") == [("t1", "events")]
+    assert rest.table_exists(("t1", "events"))
+    assert not rest.table_exists(("t1", "nope"))
+    location = served.catalog.olympia.latest().describe_table("t1", "events").metadata_location
+    assert location == rest.load_table(("t1", "events")).metadata_location
+
+
+def test_staged_create_lands_only_on_commit(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("t2")
+    before = served.catalog.olympia.version
+    with rest.create_table_transaction(("t2", "staged"), SCHEMA) as tx:
+        tx.append(rows([7, 8]))
+        assert not rest.table_exists(("t2", "staged"))
+        assert served.catalog.olympia.version == before
+    assert served.catalog.olympia.version == before + 1
+    assert ids_of(rest.load_table(("t2", "staged"))) == [7, 8]
+
+
+def test_table_errors(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("t3")
+    rest.create_table(("t3", "x"), SCHEMA)
+    with pytest.raises(TableAlreadyExistsError):
+        rest.create_table(("t3", "x"), SCHEMA)
+    with pytest.raises(NoSuchTableError):
+        rest.load_table(("t3", "missing"))
+    with pytest.raises(NoSuchNamespaceError):
+        rest.create_table(("t3_missing", "x"), SCHEMA)
+    missing = requests.get(served.url("namespaces/t3/tables/missing"), timeout=10)
+    assert missing.status_code == 404
+    assert error_of(missing)["type"] == "NoSuchTableException"
+
+
+def test_stale_commit_refused_with_409(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("t4")
+    rest.create_table(("t4", "x"), SCHEMA).append(rows([1]))
+    stale = rest.load_table(("t4", "x"))
+    rest.load_table(("t4", "x")).append(rows([2]))
+    tx = stale.transaction()
+    tx.append(rows([3]))
+    response = requests.post(served.url("namespaces/t4/tables/x"), json=change_of(tx), timeout=30)
+    assert response.status_code == 409
+    assert error_of(response)["type"] == "CommitFailedException"
+    assert ids_of(rest.load_table(("t4", "x"))) == [1, 2]
+    # PyIceberg's client retries a refused append on the refreshed table
+    stale.append(rows([3]))
+    assert ids_of(rest.load_table(("t4", "x"))) == [1, 2, 3]
+
+
+def test_rename_drop_purge_register(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("t5")
+    rest.create_namespace("t5b")
+    table = rest.create_table(("t5", "a"), SCHEMA)
+    table.append(rows([1, 2]))
+    rest.rename_table(("t5", "a"), ("t5b", "renamed"))
+    assert rest.list_tables("t5") == []
+    assert ids_of(rest.load_table(("t5b", "renamed"))) == [1, 2]
+    location = rest.load_table(("t5b", "renamed")).metadata_location
+    rest.drop_table(("t5b", "renamed"))
+    assert not rest.table_exists(("t5b", "renamed"))
+    registered = rest.register_table(("t5", "again"), location)
+    assert ids_of(registered) == [1, 2]
+    with pytest.raises(TableAlreadyExistsError):
+        rest.register_table(("t5", "again"), location)
+    data_files = [t.file.file_path for t in registered.scan().plan_files()]
+    rest.purge_table(("t5", "again"))
+    assert not rest.table_exists(("t5", "again"))
+    assert data_files and not any(os.path.exists(f.removeprefix("file://")) for f in data_files)
+    with pytest.raises(NoSuchTableError):
+        rest.drop_table(("t5", "again"))
+
+
+def test_metrics_reports_are_accepted(served: Served) -> None:
+    served.client().create_namespace("t6")
+    response = requests.post(
+        served.url("namespaces/t6/tables/x/metrics"),
+        json={"report-type": "scan-report", "table-name": "t6.x"},
+        timeout=10,
+    )
+    assert response.status_code == 204
+
+
+# --- multi-table transactions -----------------------------------------------------
+
+
+def test_transaction_commit_lands_as_one_version(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("m1")
+    a = rest.create_table(("m1", "a"), SCHEMA)
+    b = rest.create_table(("m1", "b"), SCHEMA)
+    changes = []
+    for table, ids in ((a, [1, 2]), (b, [3])):
+        tx = table.transaction()
+        tx.append(rows(ids))
+        changes.append(change_of(tx))
+    before = served.catalog.olympia.version
+    response = requests.post(
+        served.url("transactions/commit"), json={"table-changes": changes}, timeout=30
+    )
+    assert response.status_code == 204, response.text
+    history = served.catalog.olympia.history(since=before + 1)
+    assert [h.version for h in history] == [before + 1]
+    assert ids_of(rest.load_table(("m1", "a"))) == [1, 2]
+    assert ids_of(rest.load_table(("m1", "b"))) == [3]
+    # the version holds both tables' new metadata
+    reader = olympia.load_catalog(served.warehouse.removeprefix("file://"))
+    at = reader.at_version(before + 1)
+    assert (
+        at.describe_table("m1", "a").metadata_location
+        == rest.load_table(("m1", "a")).metadata_location
+    )
+    assert (
+        at.describe_table("m1", "b").metadata_location
+        == rest.load_table(("m1", "b")).metadata_location
+    )
+
+
+def test_transaction_commit_failing_requirement_changes_nothing(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("m2")
+    a = rest.create_table(("m2", "a"), SCHEMA)
+    b = rest.create_table(("m2", "b"), SCHEMA)
+    stale_b = rest.load_table(("m2", "b"))
+    b.append(rows([9]))  # stale_b's snapshot requirement no longer holds
+    tx_a, tx_b = a.transaction(), stale_b.transaction()
+    tx_a.append(rows([1]))
+    tx_b.append(rows([2]))
+    before = served.catalog.olympia.version
+    response = requests.post(
+        served.url("transactions/commit"),
+        json={"table-changes": [change_of(tx_a), change_of(tx_b)]},
+        timeout=30,
+    )
+    assert response.status_code == 409
+    assert error_of(response)["type"] == "CommitFailedException"
+    assert served.catalog.olympia.version == before
+    assert ids_of(rest.load_table(("m2", "a"))) == []
+    assert ids_of(rest.load_table(("m2", "b"))) == [9]
+
+
+def test_transaction_commit_bad_requests(served: Served) -> None:
+    no_identifier = requests.post(
+        served.url("transactions/commit"),
+        json={"table-changes": [{"requirements": [], "updates": []}]},
+        timeout=10,
+    )
+    assert no_identifier.status_code == 400
+    assert "identifier" in str(error_of(no_identifier)["message"])
+    missing = requests.post(
+        served.url("transactions/commit"),
+        json={"table-changes": [{"identifier": {"namespace": ["m3"], "name": "x"}, "updates": []}]},
+        timeout=10,
+    )
+    assert missing.status_code == 404
+
+
+# --- bad input --------------------------------------------------------------------
+
+
+def test_bad_input_gets_400_with_error_model(served: Served) -> None:
+    control = requests.post(
+        served.url("namespaces"), json={"namespace": ["bad\x01name"]}, timeout=10
+    )
+    assert control.status_code == 400
+    assert "control character" in str(error_of(control)["message"])
+    dotted = requests.post(served.url("namespaces"), json={"namespace": ["a.b"]}, timeout=10)
+    assert dotted.status_code == 400
+    empty = requests.post(served.url("namespaces"), json={"namespace": []}, timeout=10)
+    assert empty.status_code == 400
+    not_json = requests.post(
+        served.url("namespaces"),
+        data=b"{not json",
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert not_json.status_code == 400
+    assert error_of(not_json)["type"] == "BadRequestException"
+    bad_update = requests.post(
+        served.url("namespaces/ns2/tables/t"),
+        json={"requirements": [], "updates": [{"action": "no-such-action"}]},
+        timeout=10,
+    )
+    assert bad_update.status_code == 400
+    unknown = requests.get(f"{served.uri}/v1/{PREFIX}/nothing/here", timeout=10)
+    assert unknown.status_code == 404
+    error_of(unknown)
+
+
+def test_request_body_is_bounded(tmp_path: Path) -> None:
+    with serve(tmp_path, max_body_bytes=1000) as small:
+        big = {"namespace": ["n"], "properties": {"k": "x" * 2000}}
+        response = requests.post(small.url("namespaces"), json=big, timeout=10)
+        assert response.status_code == 413
+        assert error_of(response)["type"] == "RequestTooLargeException"
+        assert not small.catalog.namespace_exists("n")
+        assert requests.post(small.url("namespaces"), json={"namespace": ["n"]}, timeout=10).ok
+
+
+# --- authentication ---------------------------------------------------------------
+
+
+def test_bearer_token_required(tmp_path: Path) -> None:
+    with serve(tmp_path, token="s3cret") as locked:
+        for response in (
+            requests.get(f"{locked.uri}/v1/config", timeout=10),
+            requests.get(
+                locked.url("namespaces"), headers={"Authorization": "Bearer wrong"}, timeout=10
+            ),
+            requests.post(locked.url("namespaces"), json={"namespace": ["n"]}, timeout=10),
+        ):
+            assert response.status_code == 401
+            assert error_of(response)["type"] == "NotAuthorizedException"
+        assert not locked.catalog.namespace_exists("n")
+        with pytest.raises(UnauthorizedError):
+            locked.client()
+        rest = locked.client(token="s3cret")
+        rest.create_namespace("n")
+        assert rest.list_namespaces() == [("n",)]
+
+
+# --- the command line -------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_cli_serve_with_token_file(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("OLYMPIA_TOKEN", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "olympia.cli", "serve", "--warehouse", str(tmp_path / "wh"),
+         "--port", str(port), "--token-file", str(token_file)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        uri = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = requests.get(f"{uri}/v1/config", timeout=5).status_code
+                break
+            except requests.ConnectionError:
+                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+                assert time.monotonic() < deadline, "olympia serve did not start"
+                time.sleep(0.2)
+        assert status == 401
+        from pyiceberg.catalog import load_catalog
+
+        rest = load_catalog("cli", **{"type": "rest", "uri": uri, "token": "from-file"})
+        rest.create_namespace("cli")
+        rest.create_table(("cli", "t"), SCHEMA).append(rows([5]))
+        assert ids_of(rest.load_table(("cli", "t"))) == [5]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert olympia.load_catalog(str(tmp_path / "wh")).latest().list_tables("cli")
+
+
+def test_cli_serve_refuses_empty_token_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "olympia.cli", "serve", "--warehouse", str(tmp_path / "wh"),
+         "--token-file", str(empty)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "token file" in result.stderr and "empty" in result.stderr
