@@ -12,14 +12,22 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.util
+import json
+import logging
 import os
 import shutil
+import urllib.error
+import urllib.request
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from olympia.errors import OlympiaError
+from olympia.errors import CommitConflictError, CommitFailedError, OlympiaError
+
+log = logging.getLogger("olympia.spark")
 
 RUNTIME_PACKAGE = "snowpark_connect_deps_iceberg"
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
@@ -171,3 +179,103 @@ def session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+# --- transactions from PySpark ---------------------------------------------------
+
+
+@dataclass
+class SparkTransaction:
+    """The transaction of a :func:`transaction` block: its id, isolation, and,
+    once committed, the catalog version it published."""
+
+    id: str
+    isolation: str
+    begin_version: int
+    version: int | None = None
+
+
+def _call(url: str, body: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
+    """POST to the server's transaction API; errors become olympia errors."""
+    data = json.dumps(body or {}).encode()
+    request = urllib.request.Request(url, data=data, method="POST")
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            text = response.read()
+    except urllib.error.HTTPError as exc:
+        try:
+            error = json.loads(exc.read())["error"]
+            message = f"{error['type']}: {error['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {exc.code} from {url}"
+        if exc.code == 409:
+            raise CommitConflictError(message) from None
+        if exc.code >= 500:
+            raise CommitFailedError(message) from None
+        raise OlympiaError(message) from None
+    except urllib.error.URLError as exc:
+        raise OlympiaError(f"cannot reach the olympia REST server at {url}: {exc.reason}") from None
+    result: dict[str, Any] = json.loads(text) if text else {}
+    return result
+
+
+def _point_catalog(spark: Any, catalog: str, uri: str) -> None:
+    """Point Spark's catalog ``catalog`` at ``uri``: Spark instantiates
+    catalogs once, so its catalog manager is reset (the current catalog and
+    namespace are kept)."""
+    current_catalog = spark.catalog.currentCatalog()
+    current_namespace = spark.catalog.currentDatabase()
+    spark.conf.set(f"spark.sql.catalog.{catalog}.uri", uri)
+    spark._jsparkSession.sessionState().catalogManager().reset()
+    try:
+        spark.catalog.setCurrentCatalog(current_catalog)
+        spark.catalog.setCurrentDatabase(current_namespace)
+    except Exception:  # the namespace may not exist on the other side
+        log.debug("could not restore %s.%s", current_catalog, current_namespace, exc_info=True)
+
+
+@contextmanager
+def transaction(
+    spark: Any,
+    *,
+    isolation: str | None = None,
+    catalog: str = "lake",
+    distributed: bool = False,
+) -> Iterator[SparkTransaction]:
+    """BEGIN ... COMMIT for the Spark SQL statements in a ``with`` block.
+
+    Every statement run with ``spark.sql(...)`` in the block that names a
+    table of ``catalog`` (``lake.ns.t``, names unchanged) reads the catalog
+    as of BEGIN plus the block's own writes, and writes into one olympia
+    transaction; a clean exit commits it as one catalog version, an
+    exception rolls it back (nothing is published) and propagates.
+    Collect results inside the block: DataFrames resolved in it are bound to
+    the transaction.
+
+    Raises:
+        olympia.CommitConflictError: the commit conflicts with one that
+            landed first (nothing was published).
+        olympia.CommitFailedError: the outcome of the commit is unknown.
+    """
+    key = f"spark.sql.catalog.{catalog}.uri"
+    uri = spark.conf.get(key, None)
+    if uri is None:
+        raise ValueError(f"Spark has no catalog {catalog!r} ({key} is not set)")
+    base = uri.rstrip("/")
+    if "/txn/" in base:
+        raise ValueError(f"catalog {catalog!r} is already inside a transaction ({uri})")
+    token = spark.conf.get(f"spark.sql.catalog.{catalog}.token", None)
+    begun = _call(f"{base}/txn", {"isolation": isolation, "distributed": distributed}, token)
+    txn = SparkTransaction(begun["id"], begun["isolation"], begun["begin-version"])
+    _point_catalog(spark, catalog, f"{base}/txn/{txn.id}")
+    try:
+        yield txn
+    except BaseException:
+        _point_catalog(spark, catalog, uri)
+        _call(f"{base}/txn/{txn.id}/rollback", None, token)
+        raise
+    _point_catalog(spark, catalog, uri)
+    txn.version = _call(f"{base}/txn/{txn.id}/commit", None, token)["version"]

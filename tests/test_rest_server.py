@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import requests
-from iceberg_helpers import ids_of, rows
+from iceberg_helpers import ids_of, rows, table_files
+from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -26,6 +27,7 @@ from pyiceberg.exceptions import (
 from rest_helpers import PREFIX, Served, change_of, serve
 
 import olympia
+from olympia.rest import BackgroundServer, create_app, open_catalog
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -384,8 +386,6 @@ def test_cli_serve_with_token_file(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "olympia serve did not start"
                 time.sleep(0.2)
         assert status == 401
-        from pyiceberg.catalog import load_catalog
-
         rest = load_catalog("cli", **{"type": "rest", "uri": uri, "token": "from-file"})
         rest.create_namespace("cli")
         rest.create_table(("cli", "t"), SCHEMA).append(rows([5]))
@@ -407,3 +407,93 @@ def test_cli_serve_refuses_empty_token_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "token file" in result.stderr and "empty" in result.stderr
+
+
+# --- transactions over HTTP (/txn) -------------------------------------------------
+
+
+def begin(served: Served, **body: object) -> dict[str, object]:
+    response = requests.post(f"{served.uri}/txn", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    result: dict[str, object] = response.json()
+    return result
+
+
+def test_txn_scope_reads_own_writes_and_commits_one_version(served: Served) -> None:
+    outside = served.client()
+    outside.create_namespace("x1")
+    outside.create_table(("x1", "a"), SCHEMA).append(rows([1]))
+    txn = begin(served, isolation="serializable")
+    assert txn["isolation"] == "serializable"
+    assert str(txn["id"]) in requests.get(f"{served.uri}/txn", timeout=10).json()["transactions"]
+    inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{txn['id']}"})
+    inside.load_table(("x1", "a")).append(rows([2]))
+    inside.create_table(("x1", "b"), SCHEMA).append(rows([3]))
+    assert ids_of(inside.load_table(("x1", "a"))) == [1, 2]
+    assert ids_of(outside.load_table(("x1", "a"))) == [1]
+    assert not outside.table_exists(("x1", "b"))
+    before = served.catalog.olympia.version
+    done = requests.post(f"{served.uri}/txn/{txn['id']}/commit", timeout=30)
+    assert done.status_code == 200, done.text
+    assert done.json()["version"] == before + 1 == served.catalog.olympia.version
+    assert ids_of(outside.load_table(("x1", "a"))) == [1, 2]
+    assert ids_of(outside.load_table(("x1", "b"))) == [3]
+    gone = requests.get(f"{served.uri}/txn/{txn['id']}/v1/config", timeout=10)
+    assert gone.status_code == 404
+    assert error_of(gone)["type"] == "NoSuchTransactionException"
+
+
+def test_txn_rollback_leaves_nothing(served: Served) -> None:
+    outside = served.client()
+    outside.create_namespace("x2")
+    txn = begin(served)
+    inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{txn['id']}"})
+    inside.create_table(("x2", "t"), SCHEMA).append(rows([1]))
+    before = served.catalog.olympia.version
+    response = requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30)
+    assert response.status_code == 204
+    assert served.catalog.olympia.version == before
+    assert not outside.table_exists(("x2", "t"))
+    leftover = table_files(Path(served.warehouse.removeprefix("file://")))
+    assert not [f for f in leftover if f.startswith("x2.db")]
+
+
+def test_txn_conflict_is_409_and_publishes_nothing(served: Served) -> None:
+    outside = served.client()
+    outside.create_namespace("x3")
+    outside.create_table(("x3", "t"), SCHEMA).append(rows([1, 2]))
+    txn = begin(served, isolation="serializable")
+    inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{txn['id']}"})
+    inside.load_table(("x3", "t")).delete("id = 1")
+    outside.load_table(("x3", "t")).delete("id = 2")
+    before = served.catalog.olympia.version
+    response = requests.post(f"{served.uri}/txn/{txn['id']}/commit", timeout=30)
+    assert response.status_code == 409
+    assert error_of(response)["type"] == "CommitFailedException"
+    assert served.catalog.olympia.version == before
+    assert ids_of(outside.load_table(("x3", "t"))) == [1]
+
+
+def test_txn_unknown_and_bad_requests(served: Served) -> None:
+    for url in (f"{served.uri}/txn/nope/commit", f"{served.uri}/txn/nope/rollback"):
+        response = requests.post(url, timeout=10)
+        assert response.status_code == 404
+        assert error_of(response)["type"] == "NoSuchTransactionException"
+    bad = requests.post(f"{served.uri}/txn", json={"isolation": "chaos"}, timeout=10)
+    assert bad.status_code == 400
+
+
+def test_distributed_txn_continues_on_another_server(served: Served, tmp_path: Path) -> None:
+    outside = served.client()
+    outside.create_namespace("x4")
+    txn = begin(served, distributed=True)
+    first = load_catalog("in1", **{"type": "rest", "uri": f"{served.uri}/txn/{txn['id']}"})
+    first.create_table(("x4", "t"), SCHEMA).append(rows([1]))
+    # a second server with its own catalog object on the same warehouse
+    other_catalog = open_catalog(served.warehouse)
+    with BackgroundServer(create_app(other_catalog, prefix=PREFIX)) as other:
+        second = load_catalog("in2", **{"type": "rest", "uri": f"{other.uri}/txn/{txn['id']}"})
+        second.load_table(("x4", "t")).append(rows([2]))
+        response = requests.post(f"{other.uri}/txn/{txn['id']}/commit", timeout=30)
+        assert response.status_code == 200, response.text
+    assert ids_of(outside.load_table(("x4", "t"))) == [1, 2]

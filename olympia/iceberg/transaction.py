@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,11 +56,13 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names
+from olympia.iceberg import names, rebase
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
+from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
+from olympia.transaction import key_codec
 
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan
@@ -69,6 +72,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 A = apb.ActionType
+
+#: The properties of a namespace created without any, as SqlCatalog stores them.
+MINIMAL_NAMESPACE_PROPERTIES = {"exists": "true"}
 
 #: The olympia table ``format`` of Iceberg tables (spec/iceberg.md §4).
 ICEBERG_FORMAT = "iceberg"
@@ -82,7 +88,7 @@ def translate_errors() -> Iterator[None]:
     except oe.NamespaceNotFoundError as exc:
         raise ice.NoSuchNamespaceError(str(exc)) from exc
     except oe.TableNotFoundError as exc:
-        raise ice.NoSuchTableError(str(exc)) from exc
+        raise ice.NoSuchTableError(_table_message(str(exc))) from exc
     except oe.ViewNotFoundError as exc:
         raise ice.NoSuchViewError(str(exc)) from exc
     except oe.NamespaceAlreadyExistsError as exc:
@@ -92,7 +98,18 @@ def translate_errors() -> Iterator[None]:
     except oe.ViewAlreadyExistsError as exc:
         raise ice.ViewAlreadyExistsError(str(exc)) from exc
     except oe.NamespaceNotEmptyError as exc:
-        raise ice.NamespaceNotEmptyError(str(exc)) from exc
+        raise ice.NamespaceNotEmptyError(_namespace_message(str(exc))) from exc
+
+
+def _table_message(message: str) -> str:
+    """PyIceberg's wording ("Table does not exist: ns.t") for olympia's."""
+    found = re.fullmatch(r"table (\S+) does not exist", message)
+    return f"Table does not exist: {found.group(1)}" if found else message
+
+
+def _namespace_message(message: str) -> str:
+    """PyIceberg's wording ("Namespace ns is not empty") before olympia's."""
+    return re.sub(r"^namespace '([^']+)' is not empty", r"Namespace \1 is not empty", message)
 
 
 @dataclass
@@ -104,6 +121,9 @@ class TableState:
     base_location: str | None
     commits: list[StagedCommit] = field(default_factory=list)
     scans: list[ScanRecord] = field(default_factory=list)
+    #: Rebuilt by ``resume`` from the staged metadata: the staged commits are
+    #: unknown, so a concurrent change of the table cannot be rebased.
+    recovered: bool = False
 
 
 class OlympiaTable(Table):
@@ -224,7 +244,7 @@ class TransactionCatalog(MetastoreCatalog):
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
         """Record a scan of a table loaded through this catalog."""
         namespace, name = names.table_name(identifier)
-        self._tx._state(namespace, name).scans.append(scan)
+        self._tx._state(namespace, name, self._location(namespace, name)).scans.append(scan)
 
     def _table(self, identifier: Identifier, location: str, metadata: TableMetadata) -> Table:
         return OlympiaTable(
@@ -241,15 +261,16 @@ class TransactionCatalog(MetastoreCatalog):
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
         ns = names.namespace_name(namespace)
+        props = dict(properties) or dict(MINIMAL_NAMESPACE_PROPERTIES)
         with translate_errors():
-            self._txn.create_namespace(ns, dict(properties))
+            self._txn.create_namespace(ns, props)
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
         ns = names.namespace_name(namespace)
         if not self._txn.namespace_exists(ns):
             if self._children(ns):
                 raise ice.NamespaceNotEmptyError(
-                    f"namespace {ns} holds namespaces {', '.join(self._children(ns))}"
+                    f"Namespace {ns} is not empty: it holds namespaces {', '.join(self._children(ns))}"
                 )
             raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
         children = self._children(ns)
@@ -324,8 +345,8 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         location = self._location(namespace, name)
         if location is None:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
-        self._tx._state(namespace, name)
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
+        self._tx._state(namespace, name, location)
         metadata = self._tx.owner.read_metadata(location)
         return self._table(names.identifier(namespace, name), location, metadata)
 
@@ -385,7 +406,7 @@ class TransactionCatalog(MetastoreCatalog):
         )
         namespace, name = names.table_name(identifier)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
-        self._tx._state(namespace, name)
+        self._tx._state(namespace, name, None)
         with translate_errors():
             self._txn.create_table(namespace, name, staged.metadata_location)
         return self._table(staged.name(), staged.metadata_location, staged.metadata)
@@ -411,7 +432,7 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
         metadata = self._tx.owner.read_metadata(metadata_location)
-        self._tx._state(namespace, name)
+        self._tx._state(namespace, name, self._location(namespace, name))
         with translate_errors():
             if overwrite and self._txn.table_exists(namespace, name):
                 self._txn.update_table(namespace, name, metadata_location=metadata_location)
@@ -424,8 +445,10 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> Table:
         namespace, name = names.table_name(from_identifier)
         new_namespace, new_name = names.table_name(to_identifier)
-        if not self._txn.table_exists(namespace, name):
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+        location = self._location(namespace, name)
+        if location is None:
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
+        self._tx._state(namespace, name, location)
         self._require_namespace(new_namespace)
         with translate_errors():
             self._txn.rename_table(namespace, name, new_namespace, new_name)
@@ -452,11 +475,11 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> CommitTableResponse:
         namespace, name = names.table_name(table.name())
         creating = any(isinstance(r, AssertCreate) for r in requirements)
-        state = self._tx._state(namespace, name)
         location = self._location(namespace, name)
+        state = self._tx._state(namespace, name, location)
         current = None if location is None else self._tx.owner.read_metadata(location)
         if current is None and not creating:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         for requirement in requirements:
             requirement.validate(current)
         metadata = update_table_metadata(
@@ -601,6 +624,103 @@ def purge_files(owner: OlympiaCatalog, table: Table) -> None:
     delete_files(io, {table.metadata_location}, "metadata")
 
 
+class IcebergMerge:
+    """The content merge of an :class:`IcebergTransaction` (the core's merge
+    hook, spec/iceberg.md §7): rebases the transaction's staged commits of a
+    table onto the newest committed metadata when a concurrent version
+    changed it, instead of refusing the commit."""
+
+    def __init__(self, tx: IcebergTransaction) -> None:
+        self._tx = tx
+        #: The metadata each table's staged commits are built on, once rebased.
+        self._bases: dict[tuple[str, str], TableMetadata] = {}
+        #: Files written for staged metadata that a rebase replaced.
+        self.obsolete_files: list[str] = []
+
+    def _by_key(self) -> dict[str, tuple[str, str]]:
+        keys = self._tx.key_codec()
+        return {keys.table(ns, name): (ns, name) for ns, name in self._tx._tables}
+
+    def keys(self) -> list[str]:
+        """Object keys of the tables whose content the transaction wrote or scanned."""
+        keys = self._tx.key_codec()
+        return [
+            keys.table(ns, name)
+            for (ns, name), state in self._tx._tables.items()
+            if state.commits or state.scans or state.recovered
+        ]
+
+    def rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
+        """Rebuild the staged commits of each table in ``changed_keys`` on its
+        metadata in ``latest`` (a read view of the newest committed version);
+        return ``{object key: new metadata location}`` for the tables written.
+
+        Raises:
+            CommitConflictException: a rule of spec/iceberg.md §8 refuses it.
+        """
+        tx = self._tx
+        by_key = self._by_key()
+        version = getattr(latest, "version", None)
+        out: dict[str, str] = {}
+        for key in changed_keys:
+            if key not in by_key:
+                continue
+            namespace, name = by_key[key]
+            table = f"{namespace}.{name}"
+            state = tx._tables[(namespace, name)]
+            theirs_location = latest.describe_table(namespace, name).metadata_location
+            theirs = tx.owner.read_metadata(theirs_location)
+            base = self._base(namespace, name, state)
+            if base is None:
+                continue  # created by this transaction: a concurrent create is structural
+            io = tx.owner._load_file_io(theirs.properties, theirs_location)
+            if state.recovered and not state.commits:
+                raise CommitConflictException(
+                    f"table {table} was changed by version {version} while distributed "
+                    f"transaction {tx.id} was staged in another process; its staged commits "
+                    f"cannot be rebased after resume (rule resumed-without-commits)",
+                    table=table,
+                    version=version,
+                    rule="resumed-without-commits",
+                )
+            if not state.commits:
+                rebase.check_scans(
+                    io, table, base, theirs, state.scans, isolation=tx.isolation, version=version
+                )
+                self._bases[(namespace, name)] = theirs
+                continue
+            rebased = rebase.rebase_table(
+                io,
+                table,
+                base,
+                state.commits,
+                theirs,
+                isolation=tx.isolation,
+                scans=state.scans,
+                version=version,
+            )
+            new_location = load_location_provider(
+                rebased.metadata.location, rebased.metadata.properties
+            ).new_table_metadata_file_location(
+                MetastoreCatalog._parse_metadata_version(theirs_location) + 1
+            )
+            out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
+            MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
+            tx.owner.remember_metadata(new_location, rebased.metadata)
+            self.obsolete_files.extend(rebased.obsolete_files)
+            self._bases[(namespace, name)] = theirs
+            out[key] = new_location
+        return out
+
+    def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
+        known = self._bases.get((namespace, name))
+        if known is not None:
+            return known
+        if state.base_location is None:
+            return None
+        return self._tx.owner.read_metadata(state.base_location)
+
+
 class IcebergTransaction:
     """A transaction over the Iceberg tables of an olympia catalog.
 
@@ -619,7 +739,12 @@ class IcebergTransaction:
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}
         self._after_commit: list[Callable[[], None]] = []
+        self._keys: KeyCodec | None = None
         self.catalog = TransactionCatalog(self)
+        self.merge = IcebergMerge(self)
+        set_merge = getattr(txn, "set_content_merge", None)
+        if set_merge is not None:  # the core's merge hook (spec/transactions.md)
+            set_merge(self.merge)
 
     # --- state ------------------------------------------------------------------
 
@@ -645,12 +770,21 @@ class IcebergTransaction:
         """What the transaction did to each table it touched, by identifier."""
         return {names.identifier(*k): v for k, v in self._tables.items()}
 
-    def _state(self, namespace: str, name: str) -> TableState:
+    def key_codec(self) -> KeyCodec:
+        """The object key encoding of the catalog."""
+        if self._keys is None:
+            self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
+        return self._keys
+
+    def _state(self, namespace: str, name: str, location: str | None) -> TableState:
+        """The state of table ``namespace.name``, made on first use from
+        ``location``, its metadata location as this transaction sees it now:
+        every write to a table makes its state first, so a table without one
+        is as committed at the begin version."""
         key = (namespace, name)
         state = self._tables.get(key)
         if state is None:
-            base = self.owner.committed_location(self.begin_version, namespace, name)
-            state = self._tables[key] = TableState(base)
+            state = self._tables[key] = TableState(location)
         return state
 
     def _renamed(self, old: tuple[str, str], new: tuple[str, str]) -> None:
@@ -680,9 +814,11 @@ class IcebergTransaction:
             if not txn.table_exists(namespace, name):
                 continue
             staged_location = txn.describe_table(namespace, name).metadata_location
-            state = self._state(namespace, name)
+            base = self.owner.committed_location(self.begin_version, namespace, name)
+            state = self._state(namespace, name, base)
             if staged_location == state.base_location:
                 continue
+            state.recovered = True
             self.written_files.extend(self._new_files(state.base_location, staged_location))
 
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
@@ -831,6 +967,8 @@ class IcebergTransaction:
                 version=exc.version,
                 rule=exc.rule or "conflict",
             ) from exc
+        if self.merge.obsolete_files:
+            self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
             try:
                 action()
@@ -843,6 +981,13 @@ class IcebergTransaction:
         transaction wrote (none of them is referenced by a committed version)."""
         self.olympia_transaction.rollback()
         self._delete_written()
+
+    def _delete_obsolete(self) -> None:
+        files = self.merge.obsolete_files
+        io = self.owner._load_file_io(location=files[0])
+        for path in dict.fromkeys(files):
+            with contextlib.suppress(OSError, ValueError):
+                io.delete(path)
 
     def _delete_written(self) -> None:
         if not self.written_files:

@@ -13,11 +13,13 @@ import functools
 import hmac
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
-from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
@@ -31,6 +33,7 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from olympia import errors as oe
 from olympia.rest.errors import UNAUTHORIZED, RestError, bad_request, classify, not_found
 from olympia.rest.models import (
     CommitTableRequest,
@@ -228,6 +231,143 @@ def _transaction(catalog: Catalog) -> Iterator[Any]:
         yield txn.catalog
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """What a request works on: ``root`` is the served catalog; ``catalog``
+    receives the calls (``root``, or the Catalog view of the open transaction
+    ``txn`` for requests under ``/txn/{id}/``)."""
+
+    root: Catalog
+    catalog: Any
+    txn: Any | None = None
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A catalog transaction for a multi-step change; inside ``/txn/{id}/``
+        the open transaction itself."""
+        if self.txn is not None:
+            return nullcontext(self.catalog)
+        return _transaction(self.root)
+
+
+def _root_scope(catalog: Catalog) -> Callable[[], _Scope]:
+    scope = _Scope(catalog, catalog)
+
+    def resolve() -> _Scope:
+        return scope
+
+    return resolve
+
+
+class BeginRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    isolation: Literal["snapshot", "serializable"] | None = None
+    distributed: bool = False
+
+
+class _Open:
+    """The transactions begun through ``POST /txn`` and not finished yet, each
+    with a lock: one request at a time works on a transaction."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._open: dict[str, tuple[Any, threading.Lock]] = {}
+
+    def begin(self, isolation: str | None, distributed: bool) -> Any:
+        begin = getattr(self.catalog, "begin", None)
+        if begin is None:
+            raise RestError(
+                406,
+                "UnsupportedOperationException",
+                f"the catalog {type(self.catalog).__name__} has no transactions",
+            )
+        txn = begin(isolation)
+        if distributed:
+            txn.distribute()
+        with self._lock:
+            self._open[txn.id] = (txn, threading.Lock())
+        return txn
+
+    def get(self, txn_id: str) -> tuple[Any, threading.Lock]:
+        """The open transaction ``txn_id``; a distributed one begun by another
+        process is resumed here."""
+        with self._lock:
+            found = self._open.get(txn_id)
+        if found is not None:
+            return found
+        try:
+            txn = self.catalog.resume(txn_id)  # type: ignore[attr-defined]
+        except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
+            raise RestError(
+                404, "NoSuchTransactionException", f"no open transaction {txn_id!r}"
+            ) from None
+        with self._lock:
+            return self._open.setdefault(txn_id, (txn, threading.Lock()))
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._open)
+
+    def forget(self, txn_id: str) -> None:
+        with self._lock:
+            self._open.pop(txn_id, None)
+
+
+def _transaction_routes(app: FastAPI, prefix: str, catalog: Catalog) -> None:
+    """``/txn``: transactions over HTTP (spec/rest.md §8). The Iceberg REST API
+    under ``/txn/{id}/`` works inside transaction ``id``."""
+    sessions = _Open(catalog)
+
+    def resolve(txn_id: str) -> Iterator[_Scope]:
+        txn, lock = sessions.get(txn_id)
+        with lock:
+            if txn.status != "open":
+                sessions.forget(txn_id)
+                raise RestError(
+                    404, "NoSuchTransactionException", f"transaction {txn_id!r} is {txn.status}"
+                )
+            yield _Scope(catalog, txn.catalog, txn)
+
+    @app.post("/txn")
+    @_errors()
+    def begin(request: BeginRequest) -> Response:
+        txn = sessions.begin(request.isolation, request.distributed)
+        return json_response(
+            {"id": txn.id, "isolation": txn.isolation, "begin-version": txn.begin_version}
+        )
+
+    @app.get("/txn")
+    @_errors()
+    def list_open() -> Response:
+        return json_response({"transactions": sessions.ids()})
+
+    @app.post("/txn/{txn_id}/commit")
+    @_errors(commit=True)
+    def commit(txn_id: str) -> Response:
+        txn, lock = sessions.get(txn_id)
+        with lock:
+            try:
+                version = txn.commit()
+            finally:
+                if txn.status != "open":
+                    sessions.forget(txn_id)
+        return json_response({"id": txn_id, "version": version})
+
+    @app.post("/txn/{txn_id}/rollback")
+    @_errors()
+    def rollback(txn_id: str) -> Response:
+        txn, lock = sessions.get(txn_id)
+        with lock:
+            try:
+                txn.rollback()
+            finally:
+                sessions.forget(txn_id)
+        return Response(status_code=204)
+
+    _catalog_routes(app, "/txn/{txn_id}", prefix, resolve)
+
+
 def create_app(
     catalog: Catalog,
     *,
@@ -248,7 +388,6 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    base = f"/v1/{prefix}"
 
     # -- errors ----------------------------------------------------------
     @app.exception_handler(RestError)
@@ -276,9 +415,19 @@ def create_app(
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
 
+    _catalog_routes(app, "", prefix, _root_scope(catalog))
+    _transaction_routes(app, prefix, catalog)
+    return app
+
+
+def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[..., Any]) -> None:
+    """The Iceberg REST routes under ``root``; ``resolve`` (a FastAPI
+    dependency) gives each request the catalog it works on."""
+    base = f"{root}/v1/{prefix}"
+
     # -- configuration ---------------------------------------------------
-    @app.get("/v1/config")
-    def get_config(warehouse: str | None = None) -> Response:
+    @app.get(root + "/v1/config")
+    def get_config(warehouse: str | None = None, s: _Scope = Depends(resolve)) -> Response:
         return json_response(
             {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": list(ENDPOINTS)}
         )
@@ -290,53 +439,56 @@ def create_app(
         parent: str | None = None,
         page_token: str | None = Query(default=None, alias="pageToken"),
         page_size: int | None = Query(default=None, alias="pageSize", ge=1, le=MAX_PAGE_SIZE),
+        s: _Scope = Depends(resolve),
     ) -> Response:
         levels = parse_namespace(parent) if parent else ()
-        if levels and not catalog.namespace_exists(levels):
+        if levels and not s.catalog.namespace_exists(levels):
             raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
-        found = sorted(catalog.list_namespaces(levels))
+        found = sorted(s.catalog.list_namespaces(levels))
         page, next_token = _page(found, page_token, page_size)
         return json_response({"namespaces": [list(n) for n in page], "next-page-token": next_token})
 
     @app.post(base + "/namespaces")
     @_errors(commit=True)
-    def create_namespace(request: CreateNamespaceRequest) -> Response:
+    def create_namespace(request: CreateNamespaceRequest, s: _Scope = Depends(resolve)) -> Response:
         levels = check_namespace(request.namespace)
-        catalog.create_namespace(levels, request.properties)
-        props = catalog.load_namespace_properties(levels)
+        s.catalog.create_namespace(levels, request.properties)
+        props = s.catalog.load_namespace_properties(levels)
         return json_response({"namespace": list(levels), "properties": props})
 
     @app.get(base + "/namespaces/{namespace}")
     @_errors()
-    def load_namespace(namespace: str) -> Response:
+    def load_namespace(namespace: str, s: _Scope = Depends(resolve)) -> Response:
         levels = parse_namespace(namespace)
-        props = catalog.load_namespace_properties(levels)
+        props = s.catalog.load_namespace_properties(levels)
         return json_response({"namespace": list(levels), "properties": props})
 
     @app.head(base + "/namespaces/{namespace}")
     @_errors()
-    def namespace_exists(namespace: str) -> Response:
+    def namespace_exists(namespace: str, s: _Scope = Depends(resolve)) -> Response:
         levels = parse_namespace(namespace)
-        if not catalog.namespace_exists(levels):
+        if not s.catalog.namespace_exists(levels):
             raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
         return Response(status_code=204)
 
     @app.delete(base + "/namespaces/{namespace}")
     @_errors(commit=True)
-    def drop_namespace(namespace: str) -> Response:
-        catalog.drop_namespace(parse_namespace(namespace))
+    def drop_namespace(namespace: str, s: _Scope = Depends(resolve)) -> Response:
+        s.catalog.drop_namespace(parse_namespace(namespace))
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/properties")
     @_errors(commit=True)
-    def update_properties(namespace: str, request: UpdateNamespacePropertiesRequest) -> Response:
+    def update_properties(
+        namespace: str, request: UpdateNamespacePropertiesRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
         levels = parse_namespace(namespace)
         both = sorted(set(request.removals) & set(request.updates))
         if both:
             raise RestError(
                 422, "UnprocessableEntityException", f"keys both removed and updated: {both}"
             )
-        summary = catalog.update_namespace_properties(
+        summary = s.catalog.update_namespace_properties(
             levels, removals=set(request.removals), updates=request.updates
         )
         return json_response(
@@ -354,48 +506,53 @@ def create_app(
         namespace: str,
         page_token: str | None = Query(default=None, alias="pageToken"),
         page_size: int | None = Query(default=None, alias="pageSize", ge=1, le=MAX_PAGE_SIZE),
+        s: _Scope = Depends(resolve),
     ) -> Response:
         levels = parse_namespace(namespace)
-        found = sorted(catalog.list_tables(levels))
+        found = sorted(s.catalog.list_tables(levels))
         page, next_token = _page(found, page_token, page_size)
         ids = [{"namespace": list(t[:-1]), "name": t[-1]} for t in page]
         return json_response({"identifiers": ids, "next-page-token": next_token})
 
     @app.post(base + "/namespaces/{namespace}/tables")
     @_errors(commit=True)
-    def create_table(namespace: str, request: CreateTableRequest) -> Response:
+    def create_table(
+        namespace: str, request: CreateTableRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
         identifier = (*parse_namespace(namespace), check_level("table name", request.name))
         spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
         order = request.write_order or UNSORTED_SORT_ORDER
         if request.stage_create:
-            if not catalog.namespace_exists(identifier[:-1]):
+            if not s.catalog.namespace_exists(identifier[:-1]):
                 raise not_found(
                     "Namespace", f"namespace {'.'.join(identifier[:-1])!r} does not exist"
                 )
-            if catalog.table_exists(identifier):
+            if s.catalog.table_exists(identifier):
                 raise RestError(
                     409, "AlreadyExistsException", f"table {'.'.join(identifier)!r} exists"
                 )
-            staged = catalog.create_table_transaction(
+            staged = s.catalog.create_table_transaction(
                 identifier, request.table_schema, request.location, spec, order, request.properties
             )._table
             return load_result(staged.metadata, None)
-        table = catalog.create_table(
+        table = s.catalog.create_table(
             identifier, request.table_schema, request.location, spec, order, request.properties
         )
         return load_result(table.metadata, table.metadata_location)
 
     @app.post(base + "/namespaces/{namespace}/register")
     @_errors(commit=True)
-    def register_table(namespace: str, request: RegisterTableRequest) -> Response:
+    def register_table(
+        namespace: str, request: RegisterTableRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
         identifier = (*parse_namespace(namespace), check_level("table name", request.name))
-        if request.overwrite and catalog.table_exists(identifier):
-            with _transaction(catalog) as txn:
+        if request.overwrite and s.catalog.table_exists(identifier):
+            with s.transaction() as txn:
                 txn.drop_table(identifier)
                 txn.register_table(identifier, request.metadata_location)
-            table = catalog.load_table(identifier)
+            table = s.catalog.load_table(identifier)
         else:
-            table = catalog.register_table(identifier, request.metadata_location)
+            table = s.catalog.register_table(identifier, request.metadata_location)
         return load_result(table.metadata, table.metadata_location)
 
     @app.get(base + "/namespaces/{namespace}/tables/{table}")
@@ -404,27 +561,30 @@ def create_app(
         namespace: str,
         table: str,
         snapshots: Literal["all", "refs"] | None = None,
+        s: _Scope = Depends(resolve),
     ) -> Response:
-        loaded = catalog.load_table(table_identifier(namespace, table))
+        loaded = s.catalog.load_table(table_identifier(namespace, table))
         return load_result(loaded.metadata, loaded.metadata_location)
 
     @app.head(base + "/namespaces/{namespace}/tables/{table}")
     @_errors()
-    def table_exists(namespace: str, table: str) -> Response:
+    def table_exists(namespace: str, table: str, s: _Scope = Depends(resolve)) -> Response:
         identifier = table_identifier(namespace, table)
-        if not catalog.table_exists(identifier):
+        if not s.catalog.table_exists(identifier):
             raise not_found("Table", f"table {'.'.join(identifier)!r} does not exist")
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/tables/{table}")
     @_errors(commit=True)
-    def commit_table(namespace: str, table: str, request: CommitTableRequest) -> Response:
+    def commit_table(
+        namespace: str, table: str, request: CommitTableRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
         identifier = table_identifier(namespace, table)
         if request.identifier is not None:
             named = (*request.identifier.namespace, request.identifier.name)
             if named != identifier:
                 raise bad_request(f"the body names table {named!r}, the path {identifier!r}")
-        response = _commit_one(catalog, catalog, identifier, request)
+        response = _commit_one(s.root, s.catalog, identifier, request)
         return load_result(response.metadata, response.metadata_location)
 
     @app.delete(base + "/namespaces/{namespace}/tables/{table}")
@@ -433,25 +593,29 @@ def create_app(
         namespace: str,
         table: str,
         purge: bool = Query(default=False, alias="purgeRequested"),
+        s: _Scope = Depends(resolve),
     ) -> Response:
         identifier = table_identifier(namespace, table)
         if purge:
-            catalog.purge_table(identifier)
+            s.catalog.purge_table(identifier)
         else:
-            catalog.drop_table(identifier)
+            s.catalog.drop_table(identifier)
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/tables/{table}/metrics")
     @_errors()
     def report_metrics(
-        namespace: str, table: str, report: Annotated[dict[str, Any], Body()]
+        namespace: str,
+        table: str,
+        report: Annotated[dict[str, Any], Body()],
+        s: _Scope = Depends(resolve),
     ) -> Response:
         table_identifier(namespace, table)
         return Response(status_code=204)
 
     @app.post(base + "/tables/rename")
     @_errors(commit=True)
-    def rename_table(request: RenameTableRequest) -> Response:
+    def rename_table(request: RenameTableRequest, s: _Scope = Depends(resolve)) -> Response:
         source = (
             *check_namespace(request.source.namespace),
             check_level("source name", request.source.name),
@@ -460,13 +624,15 @@ def create_app(
             *check_namespace(request.destination.namespace),
             check_level("destination name", request.destination.name),
         )
-        catalog.rename_table(source, dest)
+        s.catalog.rename_table(source, dest)
         return Response(status_code=204)
 
     # -- multi-table transactions ----------------------------------------
     @app.post(base + "/transactions/commit")
     @_errors(commit=True)
-    def commit_transaction(request: CommitTransactionRequest) -> Response:
+    def commit_transaction(
+        request: CommitTransactionRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
         changes: list[tuple[Identifier, CommitTableRequest]] = []
         seen: set[Identifier] = set()
         for i, change in enumerate(request.table_changes):
@@ -480,12 +646,10 @@ def create_app(
                 raise bad_request(f"table-changes names {'.'.join(identifier)!r} twice")
             seen.add(identifier)
             changes.append((identifier, change))
-        with _transaction(catalog) as txn:
+        with s.transaction() as txn:
             for identifier, change in changes:
-                _commit_one(catalog, txn, identifier, change)
+                _commit_one(s.root, txn, identifier, change)
         return Response(status_code=204)
-
-    return app
 
 
 # --- authentication and body size, for every route (also unknown ones) -------
