@@ -13,6 +13,7 @@ from iceberg_helpers import ids_of, olympia_catalog, rows
 from pyiceberg.catalog import load_catalog
 
 from olympia import spark as olympia_spark
+from olympia.errors import CommitConflictError
 from olympia.spark import SparkSetupError
 
 if shutil.which("java") is None:
@@ -85,6 +86,62 @@ def test_pyiceberg_rest_client_and_spark_share_tables(spark: Any) -> None:
     assert collect(spark, "SELECT id FROM lake.mixed.t ORDER BY id") == [(1,), (2,), (3,)]
     assert ids_of(rest.load_table(("mixed", "t"))) == [1, 2, 3]
     assert collect(spark, "SHOW NAMESPACES IN lake LIKE 'mixed'") == [("mixed",)]
+
+
+# --- BEGIN / COMMIT / ROLLBACK from PySpark ----------------------------------------
+
+
+def test_transaction_block_commits_two_tables_as_one_version(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.bank")
+    spark.sql("CREATE TABLE lake.bank.accounts (id BIGINT, balance BIGINT) USING iceberg")
+    spark.sql("CREATE TABLE lake.bank.ledger (id BIGINT, amount BIGINT) USING iceberg")
+    spark.sql("INSERT INTO lake.bank.accounts VALUES (1, 100), (2, 0)")
+    before = direct.olympia.version
+    with olympia_spark.transaction(spark, isolation="serializable") as tx:
+        spark.sql("UPDATE lake.bank.accounts SET balance = balance - 30 WHERE id = 1")
+        spark.sql("UPDATE lake.bank.accounts SET balance = balance + 30 WHERE id = 2")
+        spark.sql("INSERT INTO lake.bank.ledger VALUES (1, -30), (2, 30)")
+        # the block reads its own writes; nobody else sees them yet
+        assert collect(spark, "SELECT sum(amount) FROM lake.bank.ledger") == [(0,)]
+        assert ids_of(direct.load_table(("bank", "ledger"))) == []
+        assert direct.olympia.version == before
+    assert tx.version == before + 1 == direct.olympia.version
+    assert collect(spark, "SELECT id, balance FROM lake.bank.accounts ORDER BY id") == [
+        (1, 70),
+        (2, 30),
+    ]
+    assert ids_of(direct.load_table(("bank", "ledger"))) == [1, 2]
+
+
+def test_transaction_block_rolls_back_on_exception(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.rb")
+    spark.sql("CREATE TABLE lake.rb.t (id BIGINT, v STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.rb.t VALUES (1, 'a')")
+    before = direct.olympia.version
+    with pytest.raises(RuntimeError, match="changed my mind"), olympia_spark.transaction(spark):
+        spark.sql("INSERT INTO lake.rb.t VALUES (2, 'b')")
+        spark.sql("CREATE TABLE lake.rb.new (id BIGINT) USING iceberg")
+        raise RuntimeError("changed my mind")
+    assert direct.olympia.version == before
+    assert collect(spark, "SELECT id FROM lake.rb.t") == [(1,)]
+    assert collect(spark, "SHOW TABLES IN lake.rb") == [("rb", "t", False)]
+    manifests = Path(warehouse.removeprefix("file://")) / "rb.db" / "t" / "metadata"
+    # the rolled-back insert's manifest list is deleted: one left, the first insert's
+    assert len(list(manifests.glob("snap-*.avro"))) == 1
+
+
+def test_transaction_block_conflict_is_refused(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.cf")
+    spark.sql("CREATE TABLE lake.cf.t (id BIGINT, v STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.cf.t VALUES (1, 'a'), (2, 'b')")
+    block = olympia_spark.transaction(spark, isolation="serializable")
+    with pytest.raises(CommitConflictError, match="cf.t"), block:
+        spark.sql("DELETE FROM lake.cf.t WHERE id = 2")
+        direct.load_table(("cf", "t")).delete("id = 1")  # lands first
+    assert collect(spark, "SELECT id FROM lake.cf.t") == [(2,)]
 
 
 # --- setup errors (no JVM) --------------------------------------------------------

@@ -347,6 +347,9 @@ def _transaction_routes(app: FastAPI, prefix: str, catalog: Catalog) -> None:
     def commit(txn_id: str) -> Response:
         txn, lock = sessions.get(txn_id)
         with lock:
+            # The data and manifest files the clients wrote are found from the
+            # staged metadata, so that a refused commit deletes them too.
+            txn.recover_written_files()
             try:
                 version = txn.commit()
             finally:
@@ -360,6 +363,7 @@ def _transaction_routes(app: FastAPI, prefix: str, catalog: Catalog) -> None:
         txn, lock = sessions.get(txn_id)
         with lock:
             try:
+                txn.recover_written_files()
                 txn.rollback()
             finally:
                 sessions.forget(txn_id)

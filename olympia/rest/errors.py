@@ -13,6 +13,7 @@ import json
 from pyiceberg import exceptions as ice
 
 from olympia import errors as oly
+from olympia.iceberg.names import InvalidNamespaceError
 
 
 class RestError(Exception):
@@ -46,6 +47,8 @@ UNAUTHORIZED = RestError(401, "NotAuthorizedException", "missing or wrong bearer
 
 # Status, type name, in the order they are tried: subclasses before their bases.
 _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
+    # a name that cannot be a namespace: bad input, though also a NoSuchNamespaceError
+    (InvalidNamespaceError, 400, "BadRequestException"),
     (ice.NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
     (oly.NamespaceNotFoundError, 404, "NoSuchNamespaceException"),
     (ice.NoSuchTableError, 404, "NoSuchTableException"),
