@@ -497,3 +497,75 @@ def test_distributed_txn_continues_on_another_server(served: Served, tmp_path: P
         response = requests.post(f"{other.uri}/txn/{txn['id']}/commit", timeout=30)
         assert response.status_code == 200, response.text
     assert ids_of(outside.load_table(("x4", "t"))) == [1, 2]
+
+
+# --- distributed transactions as namespaces (sys.dtxns.<id>) -----------------------
+
+
+def test_dtxn_namespace_begin_write_from_two_servers_commit(served: Served) -> None:
+    rest = served.client()
+    dtxn = ("sys", "dtxns", "dtxn_1234")
+    rest.create_namespace(dtxn, {"isolation-level": "serializable"})
+    assert dtxn in rest.list_namespaces(("sys", "dtxns"))
+    assert rest.load_namespace_properties(dtxn)["isolation-level"] == "serializable"
+    rest.create_namespace((*dtxn, "d1"))
+    rest.create_table((*dtxn, "d1", "t"), SCHEMA).append(rows([1]))
+    # the transaction sees the whole catalog as of its begin, plus its own writes
+    inside = rest.list_namespaces(dtxn)
+    assert (*dtxn, "d1") in inside and (*dtxn, "t1") in inside
+    assert rest.list_tables((*dtxn, "d1")) == [(*dtxn, "d1", "t")]
+    assert not rest.namespace_exists("d1")  # nothing visible outside yet
+    # a second server process on the same warehouse continues the transaction
+    with BackgroundServer(create_app(open_catalog(served.warehouse), prefix=PREFIX)) as other:
+        second = load_catalog("second", **{"type": "rest", "uri": other.uri})
+        assert ids_of(second.load_table((*dtxn, "d1", "t"))) == [1]
+        second.load_table((*dtxn, "d1", "t")).append(rows([2]))
+    before = served.catalog.olympia.version
+    summary = rest.update_namespace_properties(dtxn, updates={"commit": "true"})
+    assert summary.updated == ["commit"]
+    assert served.catalog.olympia.version == before + 1
+    assert ids_of(rest.load_table(("d1", "t"))) == [1, 2]
+    assert dtxn not in rest.list_namespaces(("sys", "dtxns"))
+    assert not rest.namespace_exists(dtxn)
+
+
+def test_dtxn_namespace_drop_rolls_back(served: Served) -> None:
+    rest = served.client()
+    dtxn = ("sys", "dtxns", "dtxn_rb")
+    rest.create_namespace(dtxn)
+    rest.create_namespace((*dtxn, "d2"))
+    rest.create_table((*dtxn, "d2", "t"), SCHEMA).append(rows([1]))
+    namespaces = rest.list_namespaces()
+    rest.drop_namespace(dtxn)
+    # (dropping the transaction's record is a catalog version of its own)
+    assert rest.list_namespaces() == namespaces
+    assert not rest.namespace_exists("d2")
+    assert not rest.namespace_exists(dtxn)
+    with pytest.raises(NamespaceAlreadyExistsError):
+        rest.create_namespace(dtxn)  # an id is used once
+
+
+def test_dtxn_namespace_bad_requests(served: Served) -> None:
+    rest = served.client()
+    bad_name = requests.post(
+        served.url("namespaces"), json={"namespace": ["sys", "dtxns", "no spaces"]}, timeout=10
+    )
+    assert bad_name.status_code == 400
+    bad_isolation = requests.post(
+        served.url("namespaces"),
+        json={"namespace": ["sys", "dtxns", "d_iso"], "properties": {"isolation-level": "chaos"}},
+        timeout=10,
+    )
+    assert bad_isolation.status_code == 400
+    rest.create_namespace(("sys", "dtxns", "d_props"))
+    other = requests.post(
+        served.url("namespaces/sys\x1fdtxns\x1fd_props/properties"),
+        json={"updates": {"owner": "me"}},
+        timeout=10,
+    )
+    assert other.status_code == 400
+    with pytest.raises(NoSuchNamespaceError):
+        rest.load_namespace_properties(("sys", "dtxns", "never_begun"))
+    with pytest.raises(NamespaceAlreadyExistsError):
+        rest.create_namespace(("sys", "dtxns"))
+    rest.drop_namespace(("sys", "dtxns", "d_props"))

@@ -13,7 +13,6 @@ import functools
 import hmac
 import json
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from olympia import errors as oe
+from olympia.iceberg import OlympiaCatalog
 from olympia.rest.errors import UNAUTHORIZED, RestError, bad_request, classify, not_found
 from olympia.rest.models import (
     CommitTableRequest,
@@ -43,6 +42,7 @@ from olympia.rest.models import (
     RenameTableRequest,
     UpdateNamespacePropertiesRequest,
 )
+from olympia.rest.sessions import OpenTransactions
 
 log = logging.getLogger("olympia.rest")
 
@@ -231,26 +231,125 @@ def _transaction(catalog: Catalog) -> Iterator[Any]:
         yield txn.catalog
 
 
+DTXNS = ("sys", "dtxns")
+
+
 @dataclass(frozen=True)
 class _Scope:
     """What a request works on: ``root`` is the served catalog; ``catalog``
     receives the calls (``root``, or the Catalog view of the open transaction
-    ``txn`` for requests under ``/txn/{id}/``)."""
+    ``txn`` for requests under ``/txn/{id}/``). ``sessions`` (top-level
+    requests only) resolves the namespaces ``sys.dtxns.<id>...`` (§9)."""
 
     root: Catalog
     catalog: Any
     txn: Any | None = None
+    sessions: OpenTransactions | None = None
 
-    def transaction(self) -> AbstractContextManager[Any]:
-        """A catalog transaction for a multi-step change; inside ``/txn/{id}/``
-        the open transaction itself."""
-        if self.txn is not None:
-            return nullcontext(self.catalog)
-        return _transaction(self.root)
+    def _dtxn(self, levels: Identifier) -> str | None:
+        if self.sessions is not None and len(levels) > 3 and levels[:2] == DTXNS:
+            return levels[2]
+        return None
+
+    def scope_key(self, levels: Identifier) -> str:
+        return self._dtxn(levels) or ""
+
+    @contextmanager
+    def route(self, levels: Identifier) -> Iterator[tuple[Any, Identifier, Identifier]]:
+        """``(catalog, levels inside it, the prefix taken off)`` for a namespace:
+        ``sys.dtxns.<id>.<rest>`` is ``<rest>`` in transaction ``<id>``."""
+        txn_id = self._dtxn(levels)
+        if txn_id is None or self.sessions is None:
+            yield self.catalog, levels, ()
+            return
+        with self.sessions.using(txn_id) as txn:
+            yield txn.catalog, levels[3:], levels[:3]
+
+    def system(self, levels: Identifier) -> _System | None:
+        """The system namespace ``sys``, ``sys.dtxns`` or ``sys.dtxns.<id>``, if ``levels`` is one."""
+        if self.sessions is None or not levels or levels[0] != "sys" or len(levels) > 3:
+            return None
+        if len(levels) >= 2 and levels[1] != "dtxns":
+            return None
+        return _System(self.sessions, levels, self.root)
+
+    def atomic(self, catalog: Any) -> AbstractContextManager[Any]:
+        """A catalog transaction for a multi-step change; inside a transaction
+        (``/txn/{id}/`` or ``sys.dtxns.<id>``) that transaction itself."""
+        if catalog is self.root:
+            return _transaction(self.root)
+        return nullcontext(catalog)
 
 
-def _root_scope(catalog: Catalog) -> Callable[[], _Scope]:
-    scope = _Scope(catalog, catalog)
+@dataclass(frozen=True)
+class _System:
+    """``sys``, ``sys.dtxns`` (the open distributed transactions) and
+    ``sys.dtxns.<id>`` (one of them), spec/rest.md §9."""
+
+    sessions: OpenTransactions
+    levels: Identifier
+    root: Catalog
+
+    @property
+    def txn_id(self) -> str | None:
+        return self.levels[2] if len(self.levels) == 3 else None
+
+    def children(self) -> list[Identifier]:
+        if self.txn_id is not None:
+            with self.sessions.using(self.txn_id) as txn:
+                return [(*self.levels, *n) for n in txn.catalog.list_namespaces(())]
+        if len(self.levels) == 1:
+            real = (
+                self.root.list_namespaces(self.levels)
+                if self.root.namespace_exists(self.levels)
+                else []
+            )
+            return sorted({DTXNS, *real})
+        return [(*DTXNS, i) for i in self.sessions.distributed_ids()]
+
+    def properties(self) -> dict[str, str]:
+        if self.txn_id is None:
+            return {}
+        return self.sessions.describe(self.txn_id)
+
+    def create(self, properties: dict[str, str]) -> dict[str, str]:
+        if self.txn_id is None:
+            raise RestError(
+                409, "AlreadyExistsException", f"{'.'.join(self.levels)} is a system namespace"
+            )
+        isolation = properties.get("isolation-level", properties.get("isolation"))
+        if isolation is not None and isolation.lower() not in ("snapshot", "serializable"):
+            raise bad_request(
+                f"isolation-level must be snapshot or serializable, got {isolation!r}"
+            )
+        self.sessions.begin(isolation.lower() if isolation else None, name=self.txn_id)
+        return self.sessions.describe(self.txn_id)
+
+    def drop(self) -> None:
+        if self.txn_id is None:
+            raise bad_request(f"{'.'.join(self.levels)} is a system namespace")
+        self.sessions.rollback(self.txn_id)
+
+    def update(self, removals: list[str], updates: dict[str, str]) -> dict[str, list[str]]:
+        if self.txn_id is None:
+            raise bad_request(f"{'.'.join(self.levels)} is a system namespace")
+        action = {k: v.lower() for k, v in updates.items()}
+        if removals or set(action) - {"commit", "rollback"} or set(action.values()) != {"true"}:
+            raise bad_request(
+                f"a transaction namespace takes only 'commit'='true' or 'rollback'='true', "
+                f"got updates {sorted(updates)} and removals {sorted(removals)}"
+            )
+        if len(action) != 1:
+            raise bad_request("set either 'commit' or 'rollback', not both")
+        if "commit" in action:
+            self.sessions.commit(self.txn_id)
+        else:
+            self.sessions.rollback(self.txn_id)
+        return {"updated": sorted(updates), "removed": [], "missing": []}
+
+
+def _root_scope(catalog: Catalog, sessions: OpenTransactions | None) -> Callable[[], _Scope]:
+    scope = _Scope(catalog, catalog, sessions=sessions)
 
     def resolve() -> _Scope:
         return scope
@@ -265,74 +364,20 @@ class BeginRequest(BaseModel):
     distributed: bool = False
 
 
-class _Open:
-    """The transactions begun through ``POST /txn`` and not finished yet, each
-    with a lock: one request at a time works on a transaction."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self._lock = threading.Lock()
-        self._open: dict[str, tuple[Any, threading.Lock]] = {}
-
-    def begin(self, isolation: str | None, distributed: bool) -> Any:
-        begin = getattr(self.catalog, "begin", None)
-        if begin is None:
-            raise RestError(
-                406,
-                "UnsupportedOperationException",
-                f"the catalog {type(self.catalog).__name__} has no transactions",
-            )
-        txn = begin(isolation)
-        if distributed:
-            txn.distribute()
-        with self._lock:
-            self._open[txn.id] = (txn, threading.Lock())
-        return txn
-
-    def get(self, txn_id: str) -> tuple[Any, threading.Lock]:
-        """The open transaction ``txn_id``; a distributed one begun by another
-        process is resumed here."""
-        with self._lock:
-            found = self._open.get(txn_id)
-        if found is not None:
-            return found
-        try:
-            txn = self.catalog.resume(txn_id)  # type: ignore[attr-defined]
-        except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
-            raise RestError(
-                404, "NoSuchTransactionException", f"no open transaction {txn_id!r}"
-            ) from None
-        with self._lock:
-            return self._open.setdefault(txn_id, (txn, threading.Lock()))
-
-    def ids(self) -> list[str]:
-        with self._lock:
-            return sorted(self._open)
-
-    def forget(self, txn_id: str) -> None:
-        with self._lock:
-            self._open.pop(txn_id, None)
-
-
-def _transaction_routes(app: FastAPI, prefix: str, catalog: Catalog) -> None:
+def _transaction_routes(
+    app: FastAPI, prefix: str, catalog: Catalog, sessions: OpenTransactions
+) -> None:
     """``/txn``: transactions over HTTP (spec/rest.md §8). The Iceberg REST API
     under ``/txn/{id}/`` works inside transaction ``id``."""
-    sessions = _Open(catalog)
 
     def resolve(txn_id: str) -> Iterator[_Scope]:
-        txn, lock = sessions.get(txn_id)
-        with lock:
-            if txn.status != "open":
-                sessions.forget(txn_id)
-                raise RestError(
-                    404, "NoSuchTransactionException", f"transaction {txn_id!r} is {txn.status}"
-                )
+        with sessions.using(txn_id) as txn:
             yield _Scope(catalog, txn.catalog, txn)
 
     @app.post("/txn")
     @_errors()
     def begin(request: BeginRequest) -> Response:
-        txn = sessions.begin(request.isolation, request.distributed)
+        txn = sessions.begin(request.isolation, distributed=request.distributed)
         return json_response(
             {"id": txn.id, "isolation": txn.isolation, "begin-version": txn.begin_version}
         )
@@ -340,33 +385,19 @@ def _transaction_routes(app: FastAPI, prefix: str, catalog: Catalog) -> None:
     @app.get("/txn")
     @_errors()
     def list_open() -> Response:
-        return json_response({"transactions": sessions.ids()})
+        ids = sessions.local_ids() + sessions.distributed_ids()
+        return json_response({"transactions": ids})
 
     @app.post("/txn/{txn_id}/commit")
     @_errors(commit=True)
     def commit(txn_id: str) -> Response:
-        txn, lock = sessions.get(txn_id)
-        with lock:
-            # The data and manifest files the clients wrote are found from the
-            # staged metadata, so that a refused commit deletes them too.
-            txn.recover_written_files()
-            try:
-                version = txn.commit()
-            finally:
-                if txn.status != "open":
-                    sessions.forget(txn_id)
+        version = sessions.commit(txn_id)
         return json_response({"id": txn_id, "version": version})
 
     @app.post("/txn/{txn_id}/rollback")
     @_errors()
     def rollback(txn_id: str) -> Response:
-        txn, lock = sessions.get(txn_id)
-        with lock:
-            try:
-                txn.recover_written_files()
-                txn.rollback()
-            finally:
-                sessions.forget(txn_id)
+        sessions.rollback(txn_id)
         return Response(status_code=204)
 
     _catalog_routes(app, "/txn/{txn_id}", prefix, resolve)
@@ -419,8 +450,10 @@ def create_app(
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
 
-    _catalog_routes(app, "", prefix, _root_scope(catalog))
-    _transaction_routes(app, prefix, catalog)
+    sessions = OpenTransactions(catalog) if isinstance(catalog, OlympiaCatalog) else None
+    _catalog_routes(app, "", prefix, _root_scope(catalog, sessions))
+    if sessions is not None:
+        _transaction_routes(app, prefix, catalog, sessions)
     return app
 
 
@@ -446,39 +479,65 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         s: _Scope = Depends(resolve),
     ) -> Response:
         levels = parse_namespace(parent) if parent else ()
-        if levels and not s.catalog.namespace_exists(levels):
-            raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
-        found = sorted(s.catalog.list_namespaces(levels))
-        page, next_token = _page(found, page_token, page_size)
+        system = s.system(levels)
+        if system is not None:
+            found = system.children()
+        else:
+            with s.route(levels) as (cat, rest, pre):
+                if rest and not cat.namespace_exists(rest):
+                    raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+                found = [(*pre, *n) for n in cat.list_namespaces(rest)]
+        page, next_token = _page(sorted(found), page_token, page_size)
         return json_response({"namespaces": [list(n) for n in page], "next-page-token": next_token})
 
     @app.post(base + "/namespaces")
     @_errors(commit=True)
     def create_namespace(request: CreateNamespaceRequest, s: _Scope = Depends(resolve)) -> Response:
         levels = check_namespace(request.namespace)
-        s.catalog.create_namespace(levels, request.properties)
-        props = s.catalog.load_namespace_properties(levels)
+        system = s.system(levels)
+        if system is not None:
+            props = system.create(request.properties)
+        else:
+            with s.route(levels) as (cat, rest, _):
+                cat.create_namespace(rest, request.properties)
+                props = cat.load_namespace_properties(rest)
         return json_response({"namespace": list(levels), "properties": props})
 
     @app.get(base + "/namespaces/{namespace}")
     @_errors()
     def load_namespace(namespace: str, s: _Scope = Depends(resolve)) -> Response:
         levels = parse_namespace(namespace)
-        props = s.catalog.load_namespace_properties(levels)
+        system = s.system(levels)
+        if system is not None:
+            props = system.properties()
+        else:
+            with s.route(levels) as (cat, rest, _):
+                props = cat.load_namespace_properties(rest)
         return json_response({"namespace": list(levels), "properties": props})
 
     @app.head(base + "/namespaces/{namespace}")
     @_errors()
     def namespace_exists(namespace: str, s: _Scope = Depends(resolve)) -> Response:
         levels = parse_namespace(namespace)
-        if not s.catalog.namespace_exists(levels):
-            raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+        system = s.system(levels)
+        if system is not None:
+            system.properties()
+            return Response(status_code=204)
+        with s.route(levels) as (cat, rest, _):
+            if not cat.namespace_exists(rest):
+                raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
         return Response(status_code=204)
 
     @app.delete(base + "/namespaces/{namespace}")
     @_errors(commit=True)
     def drop_namespace(namespace: str, s: _Scope = Depends(resolve)) -> Response:
-        s.catalog.drop_namespace(parse_namespace(namespace))
+        levels = parse_namespace(namespace)
+        system = s.system(levels)
+        if system is not None:
+            system.drop()
+        else:
+            with s.route(levels) as (cat, rest, _):
+                cat.drop_namespace(rest)
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/properties")
@@ -492,9 +551,13 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             raise RestError(
                 422, "UnprocessableEntityException", f"keys both removed and updated: {both}"
             )
-        summary = s.catalog.update_namespace_properties(
-            levels, removals=set(request.removals), updates=request.updates
-        )
+        system = s.system(levels)
+        if system is not None:
+            return json_response(system.update(request.removals, request.updates))
+        with s.route(levels) as (cat, rest, _):
+            summary = cat.update_namespace_properties(
+                rest, removals=set(request.removals), updates=request.updates
+            )
         return json_response(
             {
                 "updated": summary.updated,
@@ -513,7 +576,13 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         s: _Scope = Depends(resolve),
     ) -> Response:
         levels = parse_namespace(namespace)
-        found = sorted(s.catalog.list_tables(levels))
+        system = s.system(levels)
+        if system is not None:
+            system.properties()
+            found: list[Identifier] = []
+        else:
+            with s.route(levels) as (cat, rest, pre):
+                found = sorted((*pre, *t) for t in cat.list_tables(rest))
         page, next_token = _page(found, page_token, page_size)
         ids = [{"namespace": list(t[:-1]), "name": t[-1]} for t in page]
         return json_response({"identifiers": ids, "next-page-token": next_token})
@@ -523,25 +592,31 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
     def create_table(
         namespace: str, request: CreateTableRequest, s: _Scope = Depends(resolve)
     ) -> Response:
-        identifier = (*parse_namespace(namespace), check_level("table name", request.name))
+        levels = parse_namespace(namespace)
+        name = check_level("table name", request.name)
         spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
         order = request.write_order or UNSORTED_SORT_ORDER
-        if request.stage_create:
-            if not s.catalog.namespace_exists(identifier[:-1]):
-                raise not_found(
-                    "Namespace", f"namespace {'.'.join(identifier[:-1])!r} does not exist"
-                )
-            if s.catalog.table_exists(identifier):
-                raise RestError(
-                    409, "AlreadyExistsException", f"table {'.'.join(identifier)!r} exists"
-                )
-            staged = s.catalog.create_table_transaction(
+        with s.route(levels) as (cat, rest, _):
+            identifier = (*rest, name)
+            if request.stage_create:
+                if not cat.namespace_exists(rest):
+                    raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+                if cat.table_exists(identifier):
+                    raise RestError(
+                        409, "AlreadyExistsException", f"table {'.'.join(identifier)!r} exists"
+                    )
+                staged = cat.create_table_transaction(
+                    identifier,
+                    request.table_schema,
+                    request.location,
+                    spec,
+                    order,
+                    request.properties,
+                )._table
+                return load_result(staged.metadata, None)
+            table = cat.create_table(
                 identifier, request.table_schema, request.location, spec, order, request.properties
-            )._table
-            return load_result(staged.metadata, None)
-        table = s.catalog.create_table(
-            identifier, request.table_schema, request.location, spec, order, request.properties
-        )
+            )
         return load_result(table.metadata, table.metadata_location)
 
     @app.post(base + "/namespaces/{namespace}/register")
@@ -549,14 +624,17 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
     def register_table(
         namespace: str, request: RegisterTableRequest, s: _Scope = Depends(resolve)
     ) -> Response:
-        identifier = (*parse_namespace(namespace), check_level("table name", request.name))
-        if request.overwrite and s.catalog.table_exists(identifier):
-            with s.transaction() as txn:
-                txn.drop_table(identifier)
-                txn.register_table(identifier, request.metadata_location)
-            table = s.catalog.load_table(identifier)
-        else:
-            table = s.catalog.register_table(identifier, request.metadata_location)
+        levels = parse_namespace(namespace)
+        name = check_level("table name", request.name)
+        with s.route(levels) as (cat, rest, _):
+            identifier = (*rest, name)
+            if request.overwrite and cat.table_exists(identifier):
+                with s.atomic(cat) as txn:
+                    txn.drop_table(identifier)
+                    txn.register_table(identifier, request.metadata_location)
+                table = cat.load_table(identifier)
+            else:
+                table = cat.register_table(identifier, request.metadata_location)
         return load_result(table.metadata, table.metadata_location)
 
     @app.get(base + "/namespaces/{namespace}/tables/{table}")
@@ -567,15 +645,18 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         snapshots: Literal["all", "refs"] | None = None,
         s: _Scope = Depends(resolve),
     ) -> Response:
-        loaded = s.catalog.load_table(table_identifier(namespace, table))
+        identifier = table_identifier(namespace, table)
+        with s.route(identifier[:-1]) as (cat, rest, _):
+            loaded = cat.load_table((*rest, identifier[-1]))
         return load_result(loaded.metadata, loaded.metadata_location)
 
     @app.head(base + "/namespaces/{namespace}/tables/{table}")
     @_errors()
     def table_exists(namespace: str, table: str, s: _Scope = Depends(resolve)) -> Response:
         identifier = table_identifier(namespace, table)
-        if not s.catalog.table_exists(identifier):
-            raise not_found("Table", f"table {'.'.join(identifier)!r} does not exist")
+        with s.route(identifier[:-1]) as (cat, rest, _):
+            if not cat.table_exists((*rest, identifier[-1])):
+                raise not_found("Table", f"table {'.'.join(identifier)!r} does not exist")
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/tables/{table}")
@@ -588,7 +669,8 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             named = (*request.identifier.namespace, request.identifier.name)
             if named != identifier:
                 raise bad_request(f"the body names table {named!r}, the path {identifier!r}")
-        response = _commit_one(s.root, s.catalog, identifier, request)
+        with s.route(identifier[:-1]) as (cat, rest, _):
+            response = _commit_one(s.root, cat, (*rest, identifier[-1]), request)
         return load_result(response.metadata, response.metadata_location)
 
     @app.delete(base + "/namespaces/{namespace}/tables/{table}")
@@ -600,10 +682,11 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         s: _Scope = Depends(resolve),
     ) -> Response:
         identifier = table_identifier(namespace, table)
-        if purge:
-            s.catalog.purge_table(identifier)
-        else:
-            s.catalog.drop_table(identifier)
+        with s.route(identifier[:-1]) as (cat, rest, _):
+            if purge:
+                cat.purge_table((*rest, identifier[-1]))
+            else:
+                cat.drop_table((*rest, identifier[-1]))
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/tables/{table}/metrics")
@@ -620,15 +703,14 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
     @app.post(base + "/tables/rename")
     @_errors(commit=True)
     def rename_table(request: RenameTableRequest, s: _Scope = Depends(resolve)) -> Response:
-        source = (
-            *check_namespace(request.source.namespace),
-            check_level("source name", request.source.name),
-        )
-        dest = (
-            *check_namespace(request.destination.namespace),
-            check_level("destination name", request.destination.name),
-        )
-        s.catalog.rename_table(source, dest)
+        source_ns = check_namespace(request.source.namespace)
+        dest_ns = check_namespace(request.destination.namespace)
+        source_name = check_level("source name", request.source.name)
+        dest_name = check_level("destination name", request.destination.name)
+        with s.route(source_ns) as (cat, rest, pre):
+            if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
+                raise bad_request("a table cannot be renamed into or out of a transaction")
+            cat.rename_table((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
         return Response(status_code=204)
 
     # -- multi-table transactions ----------------------------------------
@@ -650,9 +732,14 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
                 raise bad_request(f"table-changes names {'.'.join(identifier)!r} twice")
             seen.add(identifier)
             changes.append((identifier, change))
-        with s.transaction() as txn:
+        if not changes:
+            return Response(status_code=204)
+        scopes = {s.scope_key(identifier[:-1]) for identifier, _ in changes}
+        if len(scopes) > 1:
+            raise bad_request("table-changes name tables inside and outside a transaction")
+        with s.route(changes[0][0][:-1]) as (cat, _, pre), s.atomic(cat) as txn:
             for identifier, change in changes:
-                _commit_one(s.root, txn, identifier, change)
+                _commit_one(s.root, txn, identifier[len(pre) :], change)
         return Response(status_code=204)
 
 

@@ -1,0 +1,151 @@
+"""Transactions that outlive one request (spec/rest.md §8, §9).
+
+A transaction begun over HTTP is an ``IcebergTransaction`` of the served
+catalog. A local one lives in this server's memory until it is committed or
+rolled back. A distributed one lives in the catalog (olympia's distributed
+transactions, spec/transactions.md §6): every request resumes it afresh, so
+that any server process on the same warehouse continues it and sees the
+writes the others made.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyiceberg.catalog import Catalog
+
+from olympia import errors as oe
+from olympia import validate
+from olympia.iceberg import IcebergTransaction, OlympiaCatalog
+from olympia.rest.errors import RestError
+from olympia.transaction import Transaction, check_isolation
+
+
+def no_such(txn_id: str, detail: str = "is not open") -> RestError:
+    return RestError(404, "NoSuchTransactionException", f"transaction {txn_id!r} {detail}")
+
+
+class OpenTransactions:
+    """The transactions begun over HTTP and not finished yet."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._local: dict[str, IcebergTransaction] = {}
+        self._locks: dict[str, threading.Lock] = {}
+
+    def _olympia(self) -> OlympiaCatalog:
+        if not isinstance(self.catalog, OlympiaCatalog):
+            raise RestError(
+                406,
+                "UnsupportedOperationException",
+                f"the catalog {type(self.catalog).__name__} has no transactions",
+            )
+        return self.catalog
+
+    def _lock_of(self, txn_id: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(txn_id, threading.Lock())
+
+    def begin(
+        self, isolation: str | None, *, distributed: bool = False, name: str | None = None
+    ) -> IcebergTransaction:
+        """A new transaction; ``name`` (distributed only) is its id, else one is drawn.
+
+        Raises:
+            RestError: 400 a bad name, 409 the name is taken.
+        """
+        catalog = self._olympia()
+        if name is None:
+            txn = catalog.begin(isolation)
+        else:
+            name = validate.require_transaction_id("transaction name", name)
+            known = {t.id for t in catalog.olympia.list_transactions(include_expired=True)}
+            if name in known:
+                raise RestError(409, "AlreadyExistsException", f"transaction {name!r} exists")
+            store = catalog.olympia.store
+            root = store.load_latest()
+            level = check_isolation(isolation or catalog.isolation, root.definition)
+            core = Transaction(store, root, level, txn_id=name, max_attempts=catalog.max_attempts)
+            txn = IcebergTransaction(catalog, core)
+        if distributed or name is not None:
+            try:
+                txn.distribute()
+            except oe.OlympiaError as exc:
+                txn.rollback()
+                if name is not None and "already" in str(exc):
+                    raise RestError(
+                        409, "AlreadyExistsException", f"transaction {name!r} was used before"
+                    ) from exc
+                raise
+        else:
+            with self._lock:
+                self._local[txn.id] = txn
+        return txn
+
+    @contextmanager
+    def using(self, txn_id: str) -> Iterator[IcebergTransaction]:
+        """Transaction ``txn_id``, open, for one request (one request at a time)."""
+        with self._lock_of(txn_id):
+            with self._lock:
+                txn = self._local.get(txn_id)
+            if txn is None:
+                txn = self._resume(txn_id)
+            if txn.status != "open":
+                self._forget(txn_id)
+                raise no_such(txn_id, f"is {txn.status}")
+            yield txn
+
+    def _resume(self, txn_id: str) -> IcebergTransaction:
+        catalog = self._olympia()
+        try:
+            return catalog.resume(txn_id)
+        except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
+            raise no_such(txn_id) from None
+
+    def _forget(self, txn_id: str) -> None:
+        with self._lock:
+            self._local.pop(txn_id, None)
+
+    def commit(self, txn_id: str) -> int:
+        with self.using(txn_id) as txn:
+            # The data and manifest files the clients wrote are found from the
+            # staged metadata, so that a refused commit deletes them too.
+            txn.recover_written_files()
+            try:
+                version: int = txn.commit()
+            finally:
+                if txn.status != "open":
+                    self._forget(txn_id)
+            return version
+
+    def rollback(self, txn_id: str) -> None:
+        with self.using(txn_id) as txn:
+            try:
+                txn.recover_written_files()
+                txn.rollback()
+            finally:
+                self._forget(txn_id)
+
+    def describe(self, txn_id: str) -> dict[str, str]:
+        with self.using(txn_id) as txn:
+            return {
+                "isolation-level": txn.isolation,
+                "begin-version": str(txn.begin_version),
+                "distributed": str(txn.olympia_transaction.distributed).lower(),
+            }
+
+    def local_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._local)
+
+    def distributed_ids(self) -> list[str]:
+        return sorted(t.id for t in self._olympia().olympia.list_transactions())
+
+    def exists(self, txn_id: str) -> bool:
+        with self._lock:
+            if txn_id in self._local:
+                return True
+        return txn_id in self.distributed_ids()
