@@ -14,6 +14,7 @@ from pyiceberg.catalog import load_catalog
 
 from olympia import spark as olympia_spark
 from olympia.errors import CommitConflictError
+from olympia.rest import start_background
 from olympia.spark import SparkSetupError
 
 if shutil.which("java") is None:
@@ -142,6 +143,80 @@ def test_transaction_block_conflict_is_refused(spark: Any, warehouse: str) -> No
         spark.sql("DELETE FROM lake.cf.t WHERE id = 2")
         direct.load_table(("cf", "t")).delete("id = 1")  # lands first
     assert collect(spark, "SELECT id FROM lake.cf.t") == [(2,)]
+
+
+def test_seed_two_sessions_serializable_both_commit(spark: Any, warehouse: str) -> None:
+    """The seed's example: Jack reads t1 and updates t2 from it while Drew
+    inserts into t1; under SERIALIZABLE both commit (Jack's order is before Drew's)."""
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.ns1")
+    spark.sql("CREATE TABLE lake.ns1.t1 (c1 STRING, c2 STRING) USING iceberg")
+    spark.sql("CREATE TABLE lake.ns1.t2 (c1 STRING, c2 STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.ns1.t1 VALUES ('x', 'x1')")
+    spark.sql("INSERT INTO lake.ns1.t2 VALUES ('x', 'v1'), ('a', 'v1')")
+    drew = spark.newSession()
+    before = direct.olympia.version
+    with olympia_spark.transaction(spark, isolation="serializable") as jack:
+        spark.sql("CREATE OR REPLACE TEMP VIEW temp_view AS SELECT c1 FROM lake.ns1.t1")
+        with olympia_spark.transaction(drew, isolation="serializable") as drew_tx:
+            drew.sql("INSERT INTO lake.ns1.t1 VALUES ('a', 'bcd')")
+        spark.sql("UPDATE lake.ns1.t2 SET c2 = 'v2' WHERE c1 IN (SELECT * FROM temp_view)")
+    assert drew_tx.version == before + 1
+    assert jack.version == before + 2
+    assert collect(spark, "SELECT c1, c2 FROM lake.ns1.t2 ORDER BY c1") == [
+        ("a", "v1"),
+        ("x", "v2"),
+    ]
+    assert collect(spark, "SELECT c1 FROM lake.ns1.t1 ORDER BY c1") == [("a",), ("x",)]
+
+
+def test_two_spark_sessions_in_conflict_one_refused(spark: Any) -> None:
+    spark.sql("CREATE NAMESPACE lake.acct")
+    spark.sql("CREATE TABLE lake.acct.balance (id BIGINT, amount BIGINT) USING iceberg")
+    spark.sql("INSERT INTO lake.acct.balance VALUES (1, 100)")
+    other = spark.newSession()
+    refused = olympia_spark.transaction(spark, isolation="serializable")
+    with pytest.raises(CommitConflictError, match="acct.balance"), refused:
+        spark.sql("UPDATE lake.acct.balance SET amount = amount - 10 WHERE id = 1")
+        with olympia_spark.transaction(other, isolation="serializable"):
+            other.sql("UPDATE lake.acct.balance SET amount = amount - 50 WHERE id = 1")
+    assert collect(spark, "SELECT amount FROM lake.acct.balance") == [(50,)]
+
+
+# --- distributed transactions as namespaces ------------------------------------------
+
+
+def test_dtxn_namespaces_from_two_spark_sessions(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    dtxn = "lake.sys.dtxns.dtxn_1234"
+    spark.sql(f"CREATE NAMESPACE {dtxn} WITH DBPROPERTIES ('isolation-level'='serializable')")
+    spark.sql(f"CREATE NAMESPACE {dtxn}.dist")
+    spark.sql(f"CREATE TABLE {dtxn}.dist.t1 (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {dtxn}.dist.t1 VALUES (1, 'a')")
+    # a second Spark session, through a second server on the same warehouse
+    with start_background(warehouse) as server:
+        other = spark.newSession()
+        other.conf.set("spark.sql.catalog.lake.uri", server.uri)
+        assert collect(other, f"SELECT id FROM {dtxn}.dist.t1") == [(1,)]
+        other.sql(f"INSERT INTO {dtxn}.dist.t1 VALUES (2, 'b')")
+        assert ("sys.dtxns.dtxn_1234",) in collect(other, "SHOW NAMESPACES IN lake.sys.dtxns")
+    assert not direct.namespace_exists("dist")
+    spark.sql(f"ALTER NAMESPACE {dtxn} SET DBPROPERTIES ('commit'='true')")
+    assert collect(spark, "SELECT id FROM lake.dist.t1 ORDER BY id") == [(1,), (2,)]
+    assert ids_of(direct.load_table(("dist", "t1"))) == [1, 2]
+    assert collect(spark, "SHOW NAMESPACES IN lake.sys.dtxns") == []
+
+
+def test_dtxn_namespace_drop_rolls_back_from_spark(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    dtxn = "lake.sys.dtxns.dtxn_rollback"
+    spark.sql(f"CREATE NAMESPACE {dtxn}")
+    spark.sql(f"CREATE NAMESPACE {dtxn}.gone")
+    spark.sql(f"CREATE TABLE {dtxn}.gone.t (id BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO {dtxn}.gone.t VALUES (1)")
+    spark.sql(f"DROP NAMESPACE {dtxn} CASCADE")
+    assert not direct.namespace_exists("gone")
+    assert collect(spark, "SHOW NAMESPACES IN lake.sys.dtxns") == []
 
 
 # --- setup errors (no JVM) --------------------------------------------------------

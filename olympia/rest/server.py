@@ -72,6 +72,9 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BackgroundServer:
+        """Start serving (a no-op when started already); wait until it listens."""
+        if self._thread.ident is not None:
+            return self
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
