@@ -140,9 +140,10 @@ def test_transaction_block_conflict_is_refused(spark: Any, warehouse: str) -> No
     spark.sql("INSERT INTO lake.cf.t VALUES (1, 'a'), (2, 'b')")
     block = olympia_spark.transaction(spark, isolation="serializable")
     with pytest.raises(CommitConflictError, match="cf.t"), block:
-        spark.sql("DELETE FROM lake.cf.t WHERE id = 2")
+        # both rewrite the file holding row 1: the block's rewrite cannot be rebased
+        spark.sql("UPDATE lake.cf.t SET v = 'z' WHERE id = 1")
         direct.load_table(("cf", "t")).delete("id = 1")  # lands first
-    assert collect(spark, "SELECT id FROM lake.cf.t") == [(2,)]
+    assert collect(spark, "SELECT id, v FROM lake.cf.t") == [(2, "b")]
 
 
 def test_seed_two_sessions_serializable_both_commit(spark: Any, warehouse: str) -> None:

@@ -1,18 +1,94 @@
 """Rebasing a table's staged commits onto a newer committed metadata, with
 Iceberg's data conflict checks (spec/iceberg.md §7, §8).
 
-Interface fixed by the lead; the bodies are being written (issue 8).
+A transaction staged ``commits`` on ``base``; meanwhile ``theirs`` was
+committed. :func:`rebase_table` checks the rules of §8 between ``base`` and
+``theirs`` and builds the transaction's result again on ``theirs``: each
+snapshot the transaction added is produced again (new manifests, new manifest
+list) on the newest snapshot of its branch with the same data files, removed
+files, operation and summary properties; every other update is applied again
+after its requirements are checked against the running metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from pyiceberg.catalog.noop import NoopCatalog
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table import snapshots as _snapshots
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import CHANGED_PARTITION_PREFIX, Operation, Snapshot
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    RemovePartitionStatisticsUpdate,
+    RemoveSnapshotsUpdate,
+    RemoveStatisticsUpdate,
+    SetSnapshotRefUpdate,
+    SetStatisticsUpdate,
+    TableRequirement,
+    TableUpdate,
+    _update_table_metadata_log,
+    update_table_metadata,
+)
+from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
+
+from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.validation import (
+    ChangedFile,
+    SnapshotChanges,
+    delete_applies,
+    filter_matcher,
+    incompatible_fields,
+    partition_matcher,
+    snapshot_changes,
+    snapshots_after,
+)
+
+logger = logging.getLogger(__name__)
+
+ISOLATION_LEVELS = ("snapshot", "serializable")
+
+# Summary keys that a snapshot producer computes from the files; every other
+# key of a staged snapshot's summary is a user property carried over.
+_COMPUTED_SUMMARY_KEYS = frozenset(
+    getattr(_snapshots, name)
+    for name in (
+        "ADDED_DATA_FILES",
+        "ADDED_DELETE_FILES",
+        "ADDED_EQUALITY_DELETES",
+        "ADDED_FILE_SIZE",
+        "ADDED_POSITION_DELETES",
+        "ADDED_POSITION_DELETE_FILES",
+        "ADDED_RECORDS",
+        "DELETED_DATA_FILES",
+        "DELETED_RECORDS",
+        "ADDED_EQUALITY_DELETE_FILES",
+        "REMOVED_DELETE_FILES",
+        "REMOVED_EQUALITY_DELETES",
+        "REMOVED_EQUALITY_DELETE_FILES",
+        "REMOVED_FILE_SIZE",
+        "REMOVED_POSITION_DELETES",
+        "REMOVED_POSITION_DELETE_FILES",
+        "TOTAL_EQUALITY_DELETES",
+        "TOTAL_POSITION_DELETES",
+        "TOTAL_DATA_FILES",
+        "TOTAL_DELETE_FILES",
+        "TOTAL_RECORDS",
+        "TOTAL_FILE_SIZE",
+        "CHANGED_PARTITION_COUNT_PROP",
+        "PARTITION_SUMMARY_PROP",
+        "OPERATION",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -31,7 +107,11 @@ class StagedCommit:
 
 @dataclass(frozen=True)
 class ScanRecord:
-    """A scan a transaction made of a table: its row filter and the snapshot read."""
+    """A scan a transaction made of a table: its row filter and the snapshot read.
+
+    ``snapshot_id`` None means the current snapshot of the ``base`` metadata
+    given to :func:`check_scans` / :func:`rebase_table`.
+    """
 
     row_filter: BooleanExpression = field(default_factory=AlwaysTrue)
     snapshot_id: int | None = None
@@ -42,10 +122,16 @@ class ScanRecord:
 class Rebased:
     """The result of :func:`rebase_table`: the new staged metadata, built on
     ``theirs``, and the files written for the old staged snapshots that the
-    new metadata no longer references (to delete once the commit is final)."""
+    new metadata no longer references (to delete once the commit is final).
+
+    ``written_files`` are the manifests and manifest lists the rebase itself
+    wrote (all referenced by ``metadata``): the caller deletes them if it
+    does not publish ``metadata`` (a later rebase or a rollback).
+    """
 
     metadata: TableMetadata
     obsolete_files: tuple[str, ...] = ()
+    written_files: tuple[str, ...] = ()
 
 
 def rebase_table(
@@ -58,17 +144,38 @@ def rebase_table(
     isolation: str,
     scans: Sequence[ScanRecord] = (),
     version: int | None = None,
+    metadata_location: str | None = None,
 ) -> Rebased:
     """Validate ``commits`` (made on ``base``) against ``theirs`` and apply them again on it.
 
     ``table`` is the dotted identifier and ``version`` the olympia version
     that wrote ``theirs``, both for error messages. ``scans`` are the
     transaction's scans of this table (checked under SERIALIZABLE).
+    ``metadata_location`` is the location of ``theirs``' metadata file: when
+    given and the result differs from ``theirs``, it is appended to the
+    result's metadata log, as a catalog commit does.
+
+    On a conflict nothing the rebase wrote is left behind.
 
     Raises:
         olympia.iceberg.errors.CommitConflictException: a rule of spec/iceberg.md §8.
+        ValueError: ``isolation`` is not ``snapshot`` or ``serializable``.
     """
-    raise NotImplementedError
+    _check_isolation(isolation)
+    check_scans(io, table, base, theirs, scans, isolation=isolation, version=version)
+    rebaser = _Rebaser(io, table, base, theirs, isolation, version)
+    try:
+        metadata = rebaser.run(commits)
+    except BaseException:
+        rebaser.delete_written()
+        raise
+    if metadata_location and metadata is not theirs:
+        metadata = _update_table_metadata_log(metadata, metadata_location, theirs.last_updated_ms)
+    return Rebased(
+        metadata=metadata,
+        obsolete_files=rebaser.obsolete_files(metadata),
+        written_files=tuple(rebaser.written),
+    )
 
 
 def check_scans(
@@ -83,5 +190,456 @@ def check_scans(
 ) -> None:
     """For a table the transaction read but did not write: under SERIALIZABLE,
     refuse (rule ``scan-filter-matches``) if a change from ``base`` to
-    ``theirs`` can match one of ``scans``; under SNAPSHOT, do nothing."""
-    raise NotImplementedError
+    ``theirs`` can match one of ``scans``; under SNAPSHOT, do nothing.
+
+    A change is a data file added or removed, or a delete file added, by a
+    snapshot of ``theirs``' main branch after the snapshot the scan read
+    (REPLACE snapshots, which rewrite files without changing rows, are not
+    changes). If the scanned snapshot is no longer in the main branch's
+    history, the scan conflicts.
+
+    Raises:
+        olympia.iceberg.errors.CommitConflictException: rule ``scan-filter-matches``.
+        ValueError: ``isolation`` is not ``snapshot`` or ``serializable``.
+    """
+    _check_isolation(isolation)
+    if isolation != "serializable" or not scans:
+        return
+    head = theirs.current_snapshot_id
+    by_start: dict[int | None, SnapshotChanges] = {}
+    for scan in scans:
+        start = scan.snapshot_id if scan.snapshot_id is not None else base.current_snapshot_id
+        if start not in by_start:
+            window = snapshots_after(theirs, head, start)
+            if window is None:
+                raise _conflict(
+                    table,
+                    version,
+                    "scan-filter-matches",
+                    f"snapshot {start} that a scan with filter {scan.row_filter} read is no longer "
+                    f"in the history of the main branch (now at snapshot {head})",
+                )
+            by_start[start] = snapshot_changes(
+                io, (s for s in window if _operation(s) != Operation.REPLACE)
+            )
+        changes = by_start[start]
+        matches = filter_matcher(theirs, scan.row_filter, scan.case_sensitive)
+        for changed, what in _scan_changes(changes):
+            if matches(changed.file):
+                raise _conflict(
+                    table,
+                    version,
+                    "scan-filter-matches",
+                    f"{what} {changed.file.file_path} by snapshot {changed.snapshot_id} "
+                    f"({changed.operation.value}) can match the filter {scan.row_filter} of a scan "
+                    f"of snapshot {start}",
+                )
+
+
+def _scan_changes(changes: SnapshotChanges) -> Iterable[tuple[ChangedFile, str]]:
+    for changed in changes.added_data:
+        yield changed, "data file added"
+    for changed in changes.removed_data:
+        yield changed, "data file removed"
+    for changed in changes.added_deletes:
+        yield changed, "delete file added"
+
+
+def _check_isolation(isolation: str) -> None:
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(
+            f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation!r}"
+        )
+
+
+def _conflict(table: str, version: int | None, rule: str, detail: str) -> CommitConflictException:
+    where = f"version {version}" if version is not None else "the table's newer metadata"
+    return CommitConflictException(
+        f"Commit to table {table} conflicts with {where} (rule {rule}): {detail}",
+        table=table,
+        version=version,
+        rule=rule,
+    )
+
+
+def _operation(snapshot: Snapshot) -> Operation:
+    return snapshot.summary.operation if snapshot.summary is not None else Operation.OVERWRITE
+
+
+def _user_summary_properties(snapshot: Snapshot) -> dict[str, str]:
+    if snapshot.summary is None:
+        return {}
+    return {
+        key: value
+        for key, value in snapshot.summary.additional_properties.items()
+        if key not in _COMPUTED_SUMMARY_KEYS and not key.startswith(CHANGED_PARTITION_PREFIX)
+    }
+
+
+def _branch_targets(updates: Iterable[TableUpdate]) -> dict[int, str]:
+    """Snapshot id -> branch, for the snapshots a commit adds and points a branch at."""
+    added = {u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)}
+    targets: dict[int, str] = {}
+    for update in updates:
+        if (
+            isinstance(update, SetSnapshotRefUpdate)
+            and update.type == SnapshotRefType.BRANCH
+            and update.snapshot_id in added
+            and update.snapshot_id not in targets
+        ):
+            targets[update.snapshot_id] = update.ref_name
+    return targets
+
+
+class _Rebaser:
+    """The state of one rebase: the running metadata ``M`` starts at ``theirs``."""
+
+    def __init__(
+        self,
+        io: FileIO,
+        table: str,
+        base: TableMetadata,
+        theirs: TableMetadata,
+        isolation: str,
+        version: int | None,
+    ) -> None:
+        self.io = io
+        self.table = table
+        self.base = base
+        self.theirs = theirs
+        self.isolation = isolation
+        self.version = version
+        self.written: list[str] = []
+        self.staged: list[Snapshot] = []
+        self.produced: list[int] = []
+        self.id_map: dict[int, int] = {}
+        self.rebuilt = False
+        self._windows: dict[str, SnapshotChanges] = {}
+
+    def conflict(self, rule: str, detail: str) -> CommitConflictException:
+        return _conflict(self.table, self.version, rule, detail)
+
+    # -- the walk over the commits -------------------------------------------------
+
+    def run(self, commits: Sequence[StagedCommit]) -> TableMetadata:
+        running = self.theirs
+        ours = self.base
+        for commit in commits:
+            running = self.apply_commit(commit, running, ours)
+            ours = update_table_metadata(ours, commit.updates)
+        return running
+
+    def apply_commit(
+        self, commit: StagedCommit, running: TableMetadata, ours: TableMetadata
+    ) -> TableMetadata:
+        targets = _branch_targets(commit.updates)
+        self.check_requirements(commit.requirements, set(targets.values()), running)
+        pending: list[TableUpdate] = []
+        handled_refs: set[tuple[str, int]] = set()
+        for index, update in enumerate(commit.updates):
+            if isinstance(update, AddSnapshotUpdate):
+                snapshot = update.snapshot
+                self.staged.append(snapshot)
+                branch = targets.get(snapshot.snapshot_id)
+                current = self.apply(running, pending)
+                ours_before = update_table_metadata(ours, commit.updates[:index]) if index else ours
+                if branch is None or self.can_keep(snapshot, branch, current, ours_before):
+                    pending.append(update)
+                    self.produced.append(snapshot.snapshot_id)
+                    continue
+                pending.extend(
+                    self.reproduce(snapshot, branch, current, ours_before, commit.conflict_filter)
+                )
+                handled_refs.add((branch, snapshot.snapshot_id))
+            elif (
+                isinstance(update, SetSnapshotRefUpdate)
+                and (update.ref_name, update.snapshot_id) in handled_refs
+            ):
+                continue
+            else:
+                pending.append(self.remap(update))
+        return self.apply(running, pending)
+
+    def apply(self, running: TableMetadata, updates: list[TableUpdate]) -> TableMetadata:
+        if not updates:
+            return running
+        try:
+            return update_table_metadata(running, tuple(updates))
+        except (ValueError, CommitFailedException) as e:
+            raise self.conflict(
+                "update-failed", f"an update cannot be applied to the newer metadata: {e}"
+            ) from e
+
+    def check_requirements(
+        self,
+        requirements: Iterable[TableRequirement],
+        rebased_branches: set[str],
+        running: TableMetadata,
+    ) -> None:
+        for requirement in requirements:
+            if isinstance(requirement, AssertRefSnapshotId):
+                if requirement.ref in rebased_branches:
+                    # The rebase puts this commit's snapshot on the newest head of
+                    # the branch; the history and data rules stand in for it.
+                    continue
+                if requirement.snapshot_id is not None:
+                    requirement = requirement.model_copy(
+                        update={
+                            "snapshot_id": self.id_map.get(
+                                requirement.snapshot_id, requirement.snapshot_id
+                            )
+                        }
+                    )
+            try:
+                requirement.validate(running)
+            except CommitFailedException as e:
+                raise self.conflict(
+                    "requirement-failed", f"requirement {requirement.type} failed: {e}"
+                ) from e
+
+    def remap(self, update: TableUpdate) -> TableUpdate:
+        """Point an update at the new id of a snapshot the rebase produced again."""
+        if not self.id_map:
+            return update
+        get = self.id_map.get
+        if isinstance(update, SetSnapshotRefUpdate):
+            return update.model_copy(
+                update={"snapshot_id": get(update.snapshot_id, update.snapshot_id)}
+            )
+        if isinstance(update, RemoveSnapshotsUpdate):
+            return update.model_copy(
+                update={"snapshot_ids": [get(i, i) for i in update.snapshot_ids]}
+            )
+        if isinstance(update, (RemoveStatisticsUpdate, RemovePartitionStatisticsUpdate)):
+            return update.model_copy(
+                update={"snapshot_id": get(update.snapshot_id, update.snapshot_id)}
+            )
+        if isinstance(update, SetStatisticsUpdate):
+            new_id = get(update.statistics.snapshot_id, update.statistics.snapshot_id)
+            statistics = update.statistics.model_copy(update={"snapshot_id": new_id})
+            return update.model_copy(update={"statistics": statistics, "snapshot_id": new_id})
+        return update
+
+    # -- one staged snapshot ---------------------------------------------------------
+
+    def can_keep(
+        self, snapshot: Snapshot, branch: str, current: TableMetadata, ours_before: TableMetadata
+    ) -> bool:
+        """A staged snapshot stays as it is when nothing it was built on changed."""
+        head = current.snapshot_by_name(branch)
+        return (
+            not self.rebuilt
+            and (head.snapshot_id if head is not None else None) == snapshot.parent_snapshot_id
+            and current.snapshot_by_id(snapshot.snapshot_id) is None
+            and current.next_sequence_number() == ours_before.next_sequence_number()
+            and getattr(current, "next_row_id", None) == getattr(ours_before, "next_row_id", None)
+            and current.current_schema_id == ours_before.current_schema_id
+            and current.default_spec_id == ours_before.default_spec_id
+        )
+
+    def window(self, branch: str) -> SnapshotChanges:
+        """What theirs committed to ``branch`` after base's head of it (rule history-rewritten)."""
+        if branch not in self._windows:
+            since = self.base.refs.get(branch)
+            head = self.theirs.refs.get(branch)
+            since_id = since.snapshot_id if since is not None else None
+            head_id = head.snapshot_id if head is not None else None
+            snapshots = snapshots_after(self.theirs, head_id, since_id)
+            if snapshots is None:
+                raise self.conflict(
+                    "history-rewritten",
+                    f"snapshot {since_id}, the head of branch {branch} this commit was made on, is not an "
+                    f"ancestor of the branch's head {head_id} in the newer metadata",
+                )
+            self._windows[branch] = snapshot_changes(self.io, snapshots)
+        return self._windows[branch]
+
+    def reproduce(
+        self,
+        snapshot: Snapshot,
+        branch: str,
+        current: TableMetadata,
+        ours_before: TableMetadata,
+        conflict_filter: BooleanExpression | None,
+    ) -> tuple[TableUpdate, ...]:
+        theirs_changes = self.window(branch)
+        mine = snapshot_changes(self.io, [snapshot])
+        operation = _operation(snapshot)
+        if mine.added_deletes or mine.removed_deletes:
+            raise self.conflict(
+                "cannot-rebase",
+                f"snapshot {snapshot.snapshot_id} adds or removes delete files, which the rebase cannot produce again",
+            )
+        added = [c.file for c in mine.added_data]
+        removed = [c.file for c in mine.removed_data]
+        self.validate(
+            snapshot,
+            operation,
+            added,
+            removed,
+            theirs_changes,
+            current,
+            ours_before,
+            conflict_filter,
+        )
+        updates = self.produce(snapshot, operation, branch, added, removed, current)
+        self.rebuilt = True
+        return updates
+
+    def validate(
+        self,
+        snapshot: Snapshot,
+        operation: Operation,
+        added: list[DataFile],
+        removed: list[DataFile],
+        theirs_changes: SnapshotChanges,
+        current: TableMetadata,
+        ours_before: TableMetadata,
+        conflict_filter: BooleanExpression | None,
+    ) -> None:
+        gone = {c.file.file_path: c for c in theirs_changes.removed_data}
+        for file in removed:
+            if file.file_path in gone:
+                by = gone[file.file_path]
+                raise self.conflict(
+                    "removed-file-gone",
+                    f"data file {file.file_path}, which snapshot {snapshot.snapshot_id} ({operation.value}) removes, "
+                    f"was already removed by snapshot {by.snapshot_id} ({by.operation.value})",
+                )
+        for delete in theirs_changes.added_deletes:
+            for file in removed:
+                if delete_applies(self.theirs, delete.file, file):
+                    raise self.conflict(
+                        "delete-file-added",
+                        f"delete file {delete.file.file_path} added by snapshot {delete.snapshot_id} "
+                        f"applies to data file {file.file_path}, which snapshot {snapshot.snapshot_id} removes",
+                    )
+        if self.isolation == "serializable" and operation in (
+            Operation.OVERWRITE,
+            Operation.DELETE,
+        ):
+            matches: Callable[[DataFile], bool]
+            if conflict_filter is not None:
+                matches = filter_matcher(self.theirs, conflict_filter)
+                described = f"the filter {conflict_filter}"
+            else:
+                matches = partition_matcher(self.theirs, removed)
+                described = "the partitions of the files it removes"
+            for changed in theirs_changes.added_data:
+                if changed.operation in (Operation.APPEND, Operation.OVERWRITE) and matches(
+                    changed.file
+                ):
+                    raise self.conflict(
+                        "added-file-matches-filter",
+                        f"data file {changed.file.file_path} added by snapshot {changed.snapshot_id} "
+                        f"({changed.operation.value}) can match {described} of snapshot "
+                        f"{snapshot.snapshot_id} ({operation.value}), under serializable isolation",
+                    )
+        if added:
+            written = (
+                ours_before.schema_by_id(snapshot.schema_id)
+                if snapshot.schema_id is not None
+                else None
+            )
+            problems = incompatible_fields(
+                written or ours_before.schema(), self.base.schema(), self.theirs.schema()
+            )
+            if problems:
+                raise self.conflict(
+                    "schema-incompatible",
+                    f"snapshot {snapshot.snapshot_id} adds data files written with fields that the newer "
+                    f"schema {self.theirs.current_schema_id} no longer has as written: {'; '.join(problems)}",
+                )
+            for file in added:
+                if file.spec_id != current.default_spec_id:
+                    raise self.conflict(
+                        "partition-spec-changed",
+                        f"data file {file.file_path} was written for partition spec {file.spec_id}, but the "
+                        f"newer metadata's default partition spec is {current.default_spec_id}",
+                    )
+
+    def produce(
+        self,
+        snapshot: Snapshot,
+        operation: Operation,
+        branch: str,
+        added: list[DataFile],
+        removed: list[DataFile],
+        current: TableMetadata,
+    ) -> tuple[TableUpdate, ...]:
+        """Produce the snapshot again on ``current`` with PyIceberg's own snapshot producers."""
+        table = Table(
+            identifier=tuple(self.table.split(".")),
+            metadata=current,
+            metadata_location="",
+            io=self.io,
+            catalog=NoopCatalog("olympia-rebase"),
+        )
+        transaction = Transaction(table)
+        properties = _user_summary_properties(snapshot)
+        producer: _SnapshotProducer[object]
+        if operation == Operation.APPEND and not removed:
+            producer = transaction._append_snapshot_producer(properties, branch=branch)  # type: ignore[assignment]
+        else:
+            producer = _OverwriteFiles(  # type: ignore[assignment]
+                operation=operation,
+                transaction=transaction,
+                io=self.io,
+                branch=branch,
+                snapshot_properties=properties,
+            )
+            # Look into every manifest: which files go is decided by the explicit list.
+            producer.delete_by_predicate(AlwaysTrue())
+        if current.snapshot_by_id(snapshot.snapshot_id) is None:
+            producer._snapshot_id = snapshot.snapshot_id
+        for file in added:
+            producer.append_data_file(file)
+        for file in removed:
+            producer.delete_data_file(file)
+        try:
+            updates, _requirements = producer._commit()
+        except ValidationException as e:
+            # The producer found a file to remove that is not live on the branch head.
+            raise self.conflict(
+                "removed-file-gone",
+                f"snapshot {snapshot.snapshot_id} ({operation.value}) cannot be produced again: {e}",
+            ) from e
+        finally:
+            self.written.extend(producer._written_manifests)
+            self.written.extend(producer._written_manifest_lists)
+        self.id_map[snapshot.snapshot_id] = producer.snapshot_id
+        self.produced.append(producer.snapshot_id)
+        return updates
+
+    # -- files -------------------------------------------------------------------------
+
+    def obsolete_files(self, metadata: TableMetadata) -> tuple[str, ...]:
+        """Manifest lists and manifests of the staged snapshots that ``metadata`` no longer references."""
+        if not self.rebuilt:
+            return ()
+        referenced: set[str] = set()
+        for snapshot_id in self.produced:
+            snapshot = metadata.snapshot_by_id(snapshot_id)
+            if snapshot is not None:
+                referenced.add(snapshot.manifest_list)
+                referenced.update(m.manifest_path for m in snapshot.manifests(self.io))
+        obsolete: list[str] = []
+        for snapshot in self.staged:
+            own = [snapshot.manifest_list]
+            own += [
+                m.manifest_path
+                for m in snapshot.manifests(self.io)
+                if m.added_snapshot_id == snapshot.snapshot_id
+            ]
+            obsolete += [path for path in own if path not in referenced and path not in obsolete]
+        return tuple(obsolete)
+
+    def delete_written(self) -> None:
+        for path in self.written:
+            try:
+                self.io.delete(path)
+            except Exception:  # best effort: an orphan file is harmless
+                logger.warning(
+                    "could not delete %s written by an abandoned rebase", path, exc_info=True
+                )
+        self.written.clear()
