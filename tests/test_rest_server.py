@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -569,3 +570,23 @@ def test_dtxn_namespace_bad_requests(served: Served) -> None:
     with pytest.raises(NamespaceAlreadyExistsError):
         rest.create_namespace(("sys", "dtxns"))
     rest.drop_namespace(("sys", "dtxns", "d_props"))
+
+
+# --- concurrency ------------------------------------------------------------------
+
+
+def test_concurrent_clients_on_many_tables_all_land(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("conc")
+    for i in range(4):
+        rest.create_table(("conc", f"t{i}"), SCHEMA)
+
+    def work(i: int) -> None:
+        client = served.client()
+        for j in range(3):
+            client.load_table(("conc", f"t{i % 4}")).append(rows([i * 10 + j]))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    found = sorted(x for i in range(4) for x in ids_of(rest.load_table(("conc", f"t{i}"))))
+    assert found == sorted(i * 10 + j for i in range(8) for j in range(3))
