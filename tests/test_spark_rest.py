@@ -66,7 +66,7 @@ def test_dml_across_two_tables(spark: Any, warehouse: str) -> None:
     assert ids_of(direct.load_table(("shop", "stock"))) == [1, 2, 4]
 
 
-def test_ddl_ctas_rtas_alter_rename_purge(spark: Any, warehouse: str) -> None:
+def test_ddl_ctas_rtas_alter_rename_view_purge(spark: Any, warehouse: str) -> None:
     direct = olympia_catalog(warehouse)
     spark.sql("CREATE NAMESPACE lake.ddl")
     spark.sql("CREATE TABLE lake.ddl.src (id BIGINT, v STRING) USING iceberg")
@@ -89,6 +89,11 @@ def test_ddl_ctas_rtas_alter_rename_purge(spark: Any, warehouse: str) -> None:
         ("ddl", "copy", False),
         ("ddl", "renamed", False),
     ]
+    spark.sql("CREATE VIEW lake.ddl.big AS SELECT id FROM lake.ddl.copy WHERE id > 10")
+    assert collect(spark, "SELECT * FROM lake.ddl.big") == [(20,)]
+    assert direct.view_exists(("ddl", "big"))
+    spark.sql("DROP VIEW lake.ddl.big")
+    assert not direct.view_exists(("ddl", "big"))
     spark.sql("DROP TABLE lake.ddl.copy PURGE")
     assert not direct.table_exists(("ddl", "copy"))
     assert direct.load_table(("ddl", "renamed")).schema().find_field("extra").name == "extra"
