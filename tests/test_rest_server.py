@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -569,3 +570,58 @@ def test_dtxn_namespace_bad_requests(served: Served) -> None:
     with pytest.raises(NamespaceAlreadyExistsError):
         rest.create_namespace(("sys", "dtxns"))
     rest.drop_namespace(("sys", "dtxns", "d_props"))
+
+
+# --- concurrency ------------------------------------------------------------------
+
+
+def test_concurrent_clients_on_many_tables_all_land(served: Served) -> None:
+    rest = served.client()
+    rest.create_namespace("conc")
+    for i in range(4):
+        rest.create_table(("conc", f"t{i}"), SCHEMA)
+
+    def work(i: int) -> None:
+        client = served.client()
+        for j in range(3):
+            client.load_table(("conc", f"t{i % 4}")).append(rows([i * 10 + j]))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    found = sorted(x for i in range(4) for x in ids_of(rest.load_table(("conc", f"t{i}"))))
+    assert found == sorted(i * 10 + j for i in range(8) for j in range(3))
+
+
+# --- views ------------------------------------------------------------------------
+
+
+def test_views_create_load_list_drop(served: Served) -> None:
+    from pyiceberg.exceptions import NoSuchViewError, ViewAlreadyExistsError
+    from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
+
+    rest = served.client()
+    rest.create_namespace("vw")
+    version = ViewVersion(
+        version_id=1,
+        schema_id=0,
+        timestamp_ms=1,
+        representations=[SQLViewRepresentation(type="sql", sql="SELECT 1 AS id", dialect="spark")],
+        default_namespace=("vw",),
+    )
+    rest.create_view(("vw", "v"), SCHEMA, version)
+    assert rest.list_views("vw") == [("vw", "v")]
+    assert rest.view_exists(("vw", "v")) and not rest.view_exists(("vw", "nope"))
+    sql = rest.load_view(("vw", "v")).sql_for("spark")
+    assert sql is not None and sql.sql == "SELECT 1 AS id"
+    loaded = requests.get(served.url("namespaces/vw/views/v"), timeout=10).json()
+    info = served.catalog.olympia.latest().describe_view("vw", "v")
+    assert loaded["metadata-location"] == info.metadata_location
+    with pytest.raises(ViewAlreadyExistsError):
+        rest.create_view(("vw", "v"), SCHEMA, version)
+    rest.drop_view(("vw", "v"))
+    assert not rest.view_exists(("vw", "v"))
+    with pytest.raises(NoSuchViewError):
+        rest.load_view(("vw", "v"))
+    missing = requests.get(served.url("namespaces/vw/views/v"), timeout=10)
+    assert missing.status_code == 404
+    assert error_of(missing)["type"] == "NoSuchViewException"

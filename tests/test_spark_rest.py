@@ -66,6 +66,39 @@ def test_dml_across_two_tables(spark: Any, warehouse: str) -> None:
     assert ids_of(direct.load_table(("shop", "stock"))) == [1, 2, 4]
 
 
+def test_ddl_ctas_rtas_alter_rename_view_purge(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.ddl")
+    spark.sql("CREATE TABLE lake.ddl.src (id BIGINT, v STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.ddl.src VALUES (1, 'a'), (2, 'b')")
+    # CTAS and RTAS go through a staged create and an atomic replace
+    spark.sql("CREATE TABLE lake.ddl.copy USING iceberg AS SELECT * FROM lake.ddl.src")
+    assert collect(spark, "SELECT id FROM lake.ddl.copy ORDER BY id") == [(1,), (2,)]
+    spark.sql("REPLACE TABLE lake.ddl.copy USING iceberg AS SELECT id * 10 AS id FROM lake.ddl.src")
+    assert collect(spark, "SELECT id FROM lake.ddl.copy ORDER BY id") == [(10,), (20,)]
+    spark.sql("ALTER TABLE lake.ddl.src ADD COLUMN extra INT")
+    spark.sql("INSERT INTO lake.ddl.src VALUES (3, 'c', 7)")
+    assert collect(spark, "SELECT id, extra FROM lake.ddl.src ORDER BY id") == [
+        (1, None),
+        (2, None),
+        (3, 7),
+    ]
+    # Spark takes the new name inside the same catalog
+    spark.sql("ALTER TABLE lake.ddl.src RENAME TO ddl.renamed")
+    assert collect(spark, "SHOW TABLES IN lake.ddl") == [
+        ("ddl", "copy", False),
+        ("ddl", "renamed", False),
+    ]
+    spark.sql("CREATE VIEW lake.ddl.big AS SELECT id FROM lake.ddl.copy WHERE id > 10")
+    assert collect(spark, "SELECT * FROM lake.ddl.big") == [(20,)]
+    assert direct.view_exists(("ddl", "big"))
+    spark.sql("DROP VIEW lake.ddl.big")
+    assert not direct.view_exists(("ddl", "big"))
+    spark.sql("DROP TABLE lake.ddl.copy PURGE")
+    assert not direct.table_exists(("ddl", "copy"))
+    assert direct.load_table(("ddl", "renamed")).schema().find_field("extra").name == "extra"
+
+
 def test_each_spark_commit_is_one_olympia_version(spark: Any, warehouse: str) -> None:
     direct = olympia_catalog(warehouse)
     spark.sql("CREATE NAMESPACE lake.ver")

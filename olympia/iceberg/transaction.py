@@ -946,31 +946,6 @@ class IcebergTransaction:
         with contextlib.suppress(OSError, ValueError):
             self.owner._load_file_io(location=where).delete(where)
 
-    def recover_written_files(self) -> None:
-        """Add to :attr:`written_files` the files a client wrote itself for the
-        tables this transaction staged: a REST client (Spark) writes data
-        files, manifests and manifest lists before it sends the commit that
-        references them (spec/rest.md §8). They are those of the snapshots each
-        staged metadata adds over its base (see :meth:`restore`). Staged
-        commits are kept: a concurrent change of such a table is still rebased.
-        Calling it again adds nothing twice."""
-        known = set(self.written_files)
-        for (namespace, name), location in self._staged_from_actions().items():
-            state = self._tables.get((namespace, name))
-            if location is None:
-                continue
-            base = (
-                state.base_location
-                if state is not None
-                else self.owner.committed_location(self.begin_version, namespace, name)
-            )
-            if location == base:
-                continue
-            for path in self._new_files(base, location):
-                if path not in known:
-                    known.add(path)
-                    self.written_files.append(path)
-
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
         owner = self.owner
         staged = owner.read_metadata(staged_location)

@@ -30,9 +30,10 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
+from pyiceberg.view.metadata import ViewVersion
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from olympia.iceberg import OlympiaCatalog
+from olympia.iceberg import OlympiaCatalog, names
 from olympia.rest.errors import UNAUTHORIZED, RestError, bad_request, classify, not_found
 from olympia.rest.models import (
     CommitTableRequest,
@@ -70,6 +71,12 @@ ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "POST /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register-view",
 )
 
 P = ParamSpec("P")
@@ -92,6 +99,25 @@ class CreateTableRequest(BaseModel):
     write_order: SortOrder | None = Field(alias="write-order", default=None)
     stage_create: bool = Field(alias="stage-create", default=False)
     properties: dict[str, str] = Field(default_factory=dict)
+
+
+class CreateViewRequest(BaseModel):
+    """``location`` is optional in the specification (PyIceberg's model requires it)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore")
+
+    name: str
+    location: str | None = None
+    view_schema: Schema = Field(alias="schema")
+    view_version: ViewVersion = Field(alias="view-version")
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class RegisterViewRequest(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore")
+
+    name: str
+    metadata_location: str = Field(alias="metadata-location")
 
 
 # --- names ------------------------------------------------------------------
@@ -146,6 +172,27 @@ def load_result(metadata: TableMetadata, metadata_location: str | None) -> Respo
         else f'"metadata-location": {json.dumps(metadata_location)}, '
     )
     body = "{" + location + f'"metadata": {metadata.model_dump_json()}, "config": {{}}}}'
+    return Response(body, media_type="application/json")
+
+
+def view_result(catalog: Any, identifier: Identifier) -> Response:
+    """A ``LoadViewResult`` for view ``identifier`` as ``catalog`` (the
+    served OlympiaCatalog or a transaction's Catalog view) sees it: its
+    metadata file location from olympia, then that file."""
+    namespace, name = names.table_name(identifier)
+    if isinstance(catalog, OlympiaCatalog):
+        owner, reader = catalog, catalog.olympia.latest()
+    else:
+        txn = catalog.transaction
+        owner, reader = txn.owner, txn.olympia_transaction
+    location = reader.describe_view(namespace, name).metadata_location
+    if not location:
+        raise not_found("View", f"view {'.'.join(identifier)!r} has no Iceberg metadata")
+    metadata = owner.read_view_metadata(location)
+    body = (
+        f'{{"metadata-location": {json.dumps(location)}, '
+        f'"metadata": {metadata.model_dump_json()}, "config": {{}}}}'
+    )
     return Response(body, media_type="application/json")
 
 
@@ -711,6 +758,77 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
                 raise bad_request("a table cannot be renamed into or out of a transaction")
             cat.rename_table((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
+        return Response(status_code=204)
+
+    # -- views -----------------------------------------------------------
+    @app.get(base + "/namespaces/{namespace}/views")
+    @_errors()
+    def list_views(
+        namespace: str,
+        page_token: str | None = Query(default=None, alias="pageToken"),
+        page_size: int | None = Query(default=None, alias="pageSize", ge=1, le=MAX_PAGE_SIZE),
+        s: _Scope = Depends(resolve),
+    ) -> Response:
+        levels = parse_namespace(namespace)
+        with s.route(levels) as (cat, rest, pre):
+            found = sorted((*pre, *v) for v in cat.list_views(rest))
+        page, next_token = _page(found, page_token, page_size)
+        ids = [{"namespace": list(v[:-1]), "name": v[-1]} for v in page]
+        return json_response({"identifiers": ids, "next-page-token": next_token})
+
+    @app.post(base + "/namespaces/{namespace}/views")
+    @_errors(commit=True)
+    def create_view(
+        namespace: str, request: CreateViewRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", request.name)
+        with s.route(levels) as (cat, rest, _):
+            cat.create_view(
+                (*rest, name),
+                request.view_schema,
+                request.view_version,
+                request.location,
+                request.properties,
+            )
+            return view_result(cat, (*rest, name))
+
+    @app.post(base + "/namespaces/{namespace}/register-view")
+    @_errors(commit=True)
+    def register_view(
+        namespace: str, request: RegisterViewRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", request.name)
+        with s.route(levels) as (cat, rest, _):
+            cat.register_view((*rest, name), request.metadata_location)
+            return view_result(cat, (*rest, name))
+
+    @app.get(base + "/namespaces/{namespace}/views/{view}")
+    @_errors()
+    def load_view(namespace: str, view: str, s: _Scope = Depends(resolve)) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", view)
+        with s.route(levels) as (cat, rest, _):
+            return view_result(cat, (*rest, name))
+
+    @app.head(base + "/namespaces/{namespace}/views/{view}")
+    @_errors()
+    def view_exists(namespace: str, view: str, s: _Scope = Depends(resolve)) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", view)
+        with s.route(levels) as (cat, rest, _):
+            if not cat.view_exists((*rest, name)):
+                raise not_found("View", f"view {'.'.join((*levels, name))!r} does not exist")
+        return Response(status_code=204)
+
+    @app.delete(base + "/namespaces/{namespace}/views/{view}")
+    @_errors(commit=True)
+    def drop_view(namespace: str, view: str, s: _Scope = Depends(resolve)) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", view)
+        with s.route(levels) as (cat, rest, _):
+            cat.drop_view((*rest, name))
         return Response(status_code=204)
 
     # -- multi-table transactions ----------------------------------------

@@ -18,9 +18,26 @@ from pyiceberg.catalog import Catalog
 
 from olympia import errors as oe
 from olympia import validate
-from olympia.iceberg import IcebergTransaction, OlympiaCatalog
+from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
 from olympia.rest.errors import RestError
 from olympia.transaction import Transaction, check_isolation
+
+
+def note_client_files(txn: IcebergTransaction) -> None:
+    """Add to the transaction's written files those the REST clients wrote for
+    its staged tables (manifest lists, manifests, data files under the
+    table's ``data/``), found from the staged metadata, so that a rollback or
+    a refused commit deletes them too. The server only sees the metadata."""
+    core = txn.olympia_transaction
+    for identifier, state in txn.tables.items():
+        if not state.commits and not state.recovered:
+            continue
+        namespace, name = names.table_name(identifier)
+        if not core.table_exists(namespace, name):
+            continue
+        staged = core.describe_table(namespace, name).metadata_location
+        if staged and staged != state.base_location:
+            txn.written_files.extend(txn._new_files(state.base_location, staged))
 
 
 def no_such(txn_id: str, detail: str = "is not open") -> RestError:
@@ -113,7 +130,7 @@ class OpenTransactions:
         with self.using(txn_id) as txn:
             # The data and manifest files the clients wrote are found from the
             # staged metadata, so that a refused commit deletes them too.
-            txn.recover_written_files()
+            note_client_files(txn)
             try:
                 version: int = txn.commit()
             finally:
@@ -124,7 +141,7 @@ class OpenTransactions:
     def rollback(self, txn_id: str) -> None:
         with self.using(txn_id) as txn:
             try:
-                txn.recover_written_files()
+                note_client_files(txn)
                 txn.rollback()
             finally:
                 self._forget(txn_id)
