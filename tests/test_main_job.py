@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 import pytest
@@ -89,6 +90,27 @@ def test_main_job_scaled_down(tmp_path: Path) -> None:
     assert again.returncode == 2
     assert "already has a namespace 'shop'" in again.stderr
     assert "Traceback" not in again.stderr
+
+
+def test_main_job_with_the_catalog_on_s3(moto_server: Any, tmp_path: Path) -> None:
+    """The catalog on S3 (moto), the tables' files in a local folder: Spark's
+    Iceberg runtime cannot reach S3 without Iceberg's AWS bundle."""
+    warehouse, _ = moto_server.location("main-job")
+    result = run_job(
+        "--warehouse", warehouse, "--data", str(tmp_path / "data"),
+        "-o", f"s3.endpoint={moto_server.endpoint_url}", "-o", "s3.access-key-id=testing",
+        "-o", "s3.secret-access-key=testing", "-o", "s3.region=us-east-1",
+        "--batches", "2", "--orders-per-batch", "60",
+    )  # fmt: skip
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "commit was REBASED over 1 version(s) and landed as version 4" in out
+    assert "REFUSED under SERIALIZABLE (rule scan-filter-matches, version 3)" in out
+    assert "check: invariant holds at every version" in out
+    cat = olympia.load_catalog(warehouse, moto_server.storage_options)
+    assert cat.version == 4
+    assert cat.latest().list_tables("shop")
+    assert (tmp_path / "data" / "shop.db" / "orders" / "data").is_dir()
 
 
 def test_main_job_bad_options() -> None:

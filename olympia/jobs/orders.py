@@ -5,9 +5,11 @@ with each other, on an olympia catalog with nothing else running.
 [--orders-per-batch M] [--seed S]`` (``bash scripts/main.sh`` runs it).
 
 - The catalog lives in a local folder (a new temporary one unless
-  ``--warehouse`` is given; ``s3://`` works with ``-o s3.endpoint=...`` and
-  the other ``s3.*`` options); the Iceberg REST server runs on a thread of
-  this process and Spark (one local JVM) reaches it over HTTP.
+  ``--warehouse`` is given; ``s3://`` with ``-o s3.endpoint=...`` and the
+  other ``s3.*`` options, and ``--data`` for a local folder for the tables'
+  files unless ``--spark-jars`` gives Spark Iceberg's AWS bundle); the Iceberg
+  REST server runs on a thread of this process and Spark (one local JVM)
+  reaches it over HTTP.
 - Each batch of raw orders becomes, in ONE catalog transaction
   (``olympia.spark.transaction``, SERIALIZABLE): rows appended to
   ``shop.orders_raw``, cleaned rows appended to ``shop.orders``, per-customer
@@ -125,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the REST server and Spark",
     )
     parser.add_argument(
+        "--data",
+        metavar="URI",
+        help="where the tables' files go (default: under the warehouse); e.g. a local "
+        "folder while the catalog lives on S3",
+    )
+    parser.add_argument(
         "--spark-jars",
         metavar="JARS",
         help="more jars for Spark, comma-separated (for S3: Iceberg's AWS bundle)",
@@ -141,6 +149,12 @@ class Options:
     properties: dict[str, str]
     spark_jars: tuple[str, ...]
     temporary: bool
+    data: str | None = None
+
+    @property
+    def tables_location(self) -> str:
+        """Where the tables' files go."""
+        return self.data or self.warehouse
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -159,13 +173,23 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         folder = Path(tempfile.mkdtemp(prefix="olympia-orders-")) / "warehouse"
         warehouse = folder.as_uri()
     else:
-        warehouse = str(args.warehouse)
-        if "://" not in warehouse:
-            warehouse = Path(warehouse).resolve().as_uri()
+        warehouse = _uri(str(args.warehouse))
     jars = tuple(j for j in (args.spark_jars or "").split(",") if j)
     return Options(
-        warehouse, args.batches, args.orders_per_batch, args.seed, properties, jars, temporary
+        warehouse,
+        args.batches,
+        args.orders_per_batch,
+        args.seed,
+        properties,
+        jars,
+        temporary,
+        _uri(args.data) if args.data else None,
     )
+
+
+def _uri(text: str) -> str:
+    """A URI for a location given as a URI or a local path."""
+    return text if "://" in text else Path(text).resolve().as_uri()
 
 
 # --- data --------------------------------------------------------------------------------
@@ -216,8 +240,13 @@ def _t(name: str) -> str:
     return f"lake.{NS}.{name}"
 
 
-SETUP_SQL = (
-    f"CREATE NAMESPACE lake.{NS}",
+def setup_sql(data: str | None) -> tuple[str, ...]:
+    """The namespace (at ``data`` if given) and the tables."""
+    location = f" LOCATION '{data.rstrip('/')}/{NS}.db'" if data else ""
+    return (f"CREATE NAMESPACE lake.{NS}{location}", *TABLES_SQL)
+
+
+TABLES_SQL = (
     f"CREATE TABLE {_t(RAW)} ({RAW_DDL}) USING iceberg",
     f"CREATE TABLE {_t(ORDERS)} (order_id BIGINT, batch INT, customer STRING, item STRING, "
     "qty INT, price_cents BIGINT, amount_cents BIGINT) USING iceberg",
@@ -317,13 +346,14 @@ class Job:
         for jar in self.options.spark_jars:
             if not Path(jar).is_file():
                 raise JobError(f"--spark-jars: no such file {jar}")
-        if self.options.warehouse.startswith(("s3://", "s3a://")):
+        if self.options.tables_location.startswith(("s3://", "s3a://")):
             if not any(_has_class(jar, AWS_SDK_CLASS) for jar in self.options.spark_jars):
                 raise JobError(
                     "Spark writes the tables' files itself, and to reach S3 it needs the AWS "
                     "SDK, which the Iceberg runtime jar does not contain (and no PyPI package "
                     "ships): pass --spark-jars with Iceberg's AWS bundle "
-                    "(iceberg-aws-bundle-1.10.2.jar)"
+                    "(iceberg-aws-bundle-1.10.2.jar), or --data with a local folder for the "
+                    "tables' files (the catalog stays on S3)"
                 )
             conf["spark.sql.catalog.lake.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
             for key, value in self.options.properties.items():
@@ -348,6 +378,8 @@ class Job:
             f"(seed {opts.seed})"
         )
         self.say(f"warehouse: {opts.warehouse}" + (" (a new temporary folder)" * opts.temporary))
+        if opts.data:
+            self.say(f"tables' files: {opts.data}")
         conf = self.spark_conf()
         catalog = cast(OlympiaCatalog, load_catalog("job", **self.properties))
         if catalog.namespace_exists(NS):
@@ -395,7 +427,7 @@ class Job:
 
         stock = ", ".join(f"('{item}', {STOCK_START}, 0, {STOCK_START})" for item in ITEMS)
         with olympia_spark.transaction(spark, isolation="serializable") as tx:
-            for statement in SETUP_SQL:
+            for statement in setup_sql(self.options.data):
                 spark.sql(statement)
             spark.sql(f"INSERT INTO {_t(INVENTORY)} VALUES {stock}")
         assert tx.version is not None
