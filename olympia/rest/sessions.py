@@ -20,7 +20,7 @@ from pyiceberg.manifest import ManifestEntryStatus
 from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
-from olympia.rest.errors import RestError
+from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
 
 
@@ -157,6 +157,8 @@ class OpenTransactions:
             return catalog.resume(txn_id)
         except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
             raise no_such(txn_id) from None
+        except oe.OlympiaError as exc:  # e.g. storage failed: not the client's fault
+            raise classify(exc) from exc
 
     def _forget(self, txn_id: str) -> None:
         with self._lock:
