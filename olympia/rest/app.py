@@ -13,13 +13,14 @@ import functools
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -158,9 +159,16 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(json.dumps(payload), status_code=status, media_type="application/json")
 
 
-def error_response(err: RestError, head: bool = False) -> Response:
-    body = b"" if head else err.body()
+def error_response(err: RestError, head: bool = False, path: str = "") -> Response:
+    body = b"" if head else err.body(bare=_bare_error_model(path, err.code))
     return Response(body, status_code=err.code, media_type="application/json")
+
+
+def _bare_error_model(path: str, code: int) -> bool:
+    """The specification gives the view routes' 404, 409 and 5xx answers the
+    bare ``ErrorModel`` schema instead of ``IcebergErrorResponse``: those
+    bodies carry both forms (clients read ``error``)."""
+    return "/views" in path and (code in (404, 409) or code >= 500)
 
 
 def load_result(metadata: TableMetadata, metadata_location: str | None) -> Response:
@@ -233,6 +241,25 @@ def _errors(commit: bool = False) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 
 # --- the application --------------------------------------------------------
+
+
+class _Route(APIRoute):
+    """A route whose request parsing cannot fail with a 500: PyIceberg's model
+    validators raise ``TypeError`` or ``KeyError`` for some malformed input,
+    which pydantic does not turn into a validation error."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (RestError, StarletteHTTPException, RequestValidationError):
+                raise
+            except Exception as exc:  # routes raise only RestError: this is parsing
+                raise bad_request(f"invalid request: {type(exc).__name__}: {exc}") from exc
+
+        return run
 
 
 def _placeholder(catalog: Catalog, identifier: Identifier) -> Table:
@@ -470,11 +497,12 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    app.router.route_class = _Route
 
     # -- errors ----------------------------------------------------------
     @app.exception_handler(RestError)
     async def _rest_error(request: Request, exc: RestError) -> Response:
-        return error_response(exc, head=request.method == "HEAD")
+        return error_response(exc, head=request.method == "HEAD", path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -483,7 +511,9 @@ def create_app(
             for e in exc.errors()[:5]
         )
         return error_response(
-            bad_request(f"invalid request: {problems}"), head=request.method == "HEAD"
+            bad_request(f"invalid request: {problems}"),
+            head=request.method == "HEAD",
+            path=request.url.path,
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -492,7 +522,9 @@ def create_app(
             exc.status_code, "RESTException"
         )
         return error_response(
-            RestError(exc.status_code, kind, str(exc.detail)), head=request.method == "HEAD"
+            RestError(exc.status_code, kind, str(exc.detail)),
+            head=request.method == "HEAD",
+            path=request.url.path,
         )
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)

@@ -28,10 +28,12 @@ class RestError(Exception):
     def __str__(self) -> str:
         return f"{self.code} {self.type}: {self.message}"
 
-    def body(self) -> bytes:
-        """The JSON ``IcebergErrorResponse`` of this error."""
+    def body(self, bare: bool = False) -> bytes:
+        """The JSON ``IcebergErrorResponse`` of this error; ``bare``: with the
+        ``ErrorModel`` fields repeated at the top level too."""
         error = {"message": self.message, "type": self.type, "code": self.code}
-        return json.dumps({"error": error}).encode()
+        payload: dict[str, object] = {"error": error, **error} if bare else {"error": error}
+        return json.dumps(payload).encode()
 
 
 def bad_request(message: str) -> RestError:
