@@ -463,6 +463,22 @@ def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK if check.ok else EXIT_PROBLEM
 
 
+def cmd_serve(args: argparse.Namespace, out: Out) -> int:
+    """Serve the catalog over the Iceberg REST protocol until interrupted (spec/rest.md)."""
+    try:
+        from olympia.rest.server import read_token, serve
+    except ImportError as exc:  # the rest extra is not installed
+        raise CliError(
+            f"olympia serve needs the 'rest' extra (pip install 'olympia[rest]'): {exc}"
+        ) from None
+    try:
+        token = read_token(args.token_file)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    serve(_warehouse(args), host=args.host, port=args.port, token=token, prefix=args.prefix)
+    return EXIT_OK
+
+
 def cmd_txn(args: argparse.Namespace, out: Out) -> int:
     cat = _open(args)
     if args.txn_command == "list":
@@ -715,6 +731,25 @@ def build_parser() -> argparse.ArgumentParser:
         ["olympia fsck", "olympia fsck --json"],
         cmd_fsck,
     )
+
+    p = add(
+        "serve",
+        "Serve the catalog over the Iceberg REST protocol (Spark, PyIceberg, any Iceberg engine).",
+        [
+            "olympia serve -w /data/lake",
+            "olympia serve -w s3://bucket/lake --port 8181 --token-file /etc/olympia/token",
+        ],
+        cmd_serve,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8181, help="port (default 8181)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="file whose first line is the bearer token clients must send "
+        "(default: $OLYMPIA_TOKEN; neither: no authentication)",
+    )
+    p.add_argument("--prefix", default="olympia", help="URL prefix advertised in /v1/config")
 
     p = add(
         "txn",

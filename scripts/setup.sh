@@ -15,3 +15,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi
+if ! command -v java >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
+  echo "note: no Java on this machine: the Spark tests will be skipped (install a JDK 17)" >&2
+fi

@@ -1,0 +1,104 @@
+"""Errors of the REST server: every failure becomes an Iceberg ``ErrorModel``
+response with the status code the REST specification gives it (spec/rest.md §4).
+
+The catalog below raises PyIceberg's exceptions (and olympia's, which the
+Iceberg layer may let through); :func:`classify` maps both to one
+:class:`RestError`, in one place, so that no route decides status codes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyiceberg import exceptions as ice
+
+from olympia import errors as oly
+from olympia.iceberg.names import InvalidNamespaceError
+
+
+class RestError(Exception):
+    """A failure with its HTTP status, the ErrorModel ``type`` and a message."""
+
+    def __init__(self, code: int, type: str, message: str) -> None:
+        super().__init__(code, type, message)
+        self.code = code
+        self.type = type
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.type}: {self.message}"
+
+    def body(self, bare: bool = False) -> bytes:
+        """The JSON ``IcebergErrorResponse`` of this error; ``bare``: with the
+        ``ErrorModel`` fields repeated at the top level too."""
+        error = {"message": self.message, "type": self.type, "code": self.code}
+        payload: dict[str, object] = {"error": error, **error} if bare else {"error": error}
+        return json.dumps(payload).encode()
+
+
+def bad_request(message: str) -> RestError:
+    return RestError(400, "BadRequestException", message)
+
+
+def not_found(kind: str, message: str) -> RestError:
+    """``kind`` is ``Namespace``, ``Table`` or ``View``."""
+    return RestError(404, f"NoSuch{kind}Exception", message)
+
+
+UNAUTHORIZED = RestError(401, "NotAuthorizedException", "missing or wrong bearer token")
+
+# Status, type name, in the order they are tried: subclasses before their bases.
+_TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
+    # a name that cannot be a namespace: bad input, though also a NoSuchNamespaceError
+    (InvalidNamespaceError, 400, "BadRequestException"),
+    (ice.NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
+    (oly.NamespaceNotFoundError, 404, "NoSuchNamespaceException"),
+    (ice.NoSuchTableError, 404, "NoSuchTableException"),
+    (oly.TableNotFoundError, 404, "NoSuchTableException"),
+    (ice.NoSuchViewError, 404, "NoSuchViewException"),
+    (oly.ViewNotFoundError, 404, "NoSuchViewException"),
+    (ice.NoSuchIdentifierError, 404, "NoSuchTableException"),
+    (ice.NamespaceAlreadyExistsError, 409, "AlreadyExistsException"),
+    (ice.TableAlreadyExistsError, 409, "AlreadyExistsException"),
+    (ice.ViewAlreadyExistsError, 409, "AlreadyExistsException"),
+    (oly.ObjectAlreadyExistsError, 409, "AlreadyExistsException"),
+    (ice.NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
+    (oly.NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
+    (ice.CommitStateUnknownException, 500, "CommitStateUnknownException"),
+    (oly.CommitFailedError, 500, "CommitStateUnknownException"),
+    (ice.CommitFailedException, 409, "CommitFailedException"),
+    (oly.CommitConflictError, 409, "CommitFailedException"),
+    (oly.TransactionClosedError, 409, "CommitFailedException"),
+    (oly.TransactionExpiredError, 409, "CommitFailedException"),
+    (ice.ValidationError, 400, "BadRequestException"),
+    (ice.ValidationException, 400, "BadRequestException"),
+    (ice.BadRequestError, 400, "BadRequestException"),
+    (oly.InvalidArgumentError, 400, "BadRequestException"),
+    (ValueError, 400, "BadRequestException"),
+    (TypeError, 400, "BadRequestException"),
+    (NotImplementedError, 406, "UnsupportedOperationException"),
+)
+
+
+def classify(exc: BaseException, *, commit: bool = False) -> RestError:
+    """The REST error for ``exc``.
+
+    ``commit`` marks a request that may have changed the catalog: an
+    exception that is not a definite outcome (storage failed, a bug) then
+    answers 500 ``CommitStateUnknownException``, so that a client neither
+    retries blindly nor cleans up files a landed commit references.
+    """
+    if isinstance(exc, RestError):
+        return exc
+    for kind, code, name in _TABLE:
+        if isinstance(exc, kind):
+            return RestError(code, name, str(exc) or name)
+    if commit:
+        return RestError(
+            500,
+            "CommitStateUnknownException",
+            f"the commit's outcome is unknown ({type(exc).__name__}: {exc}); reload the table",
+        )
+    if isinstance(exc, oly.StorageError):
+        return RestError(503, "ServiceUnavailableException", f"storage failed: {exc}")
+    return RestError(500, "InternalServerError", f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,127 @@
+"""Running the REST application: in the foreground (``olympia serve``) or in a
+background thread of the current process (tests, the Spark helper)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from pyiceberg.catalog import Catalog, load_catalog
+
+from olympia.rest.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_PREFIX, create_app
+
+CATALOG_IMPL = "olympia.iceberg.OlympiaCatalog"
+TOKEN_ENV = "OLYMPIA_TOKEN"
+
+
+def open_catalog(warehouse: str, **properties: str) -> Catalog:
+    """The olympia PyIceberg catalog at ``warehouse`` (spec/iceberg.md §1)."""
+    return load_catalog(
+        "olympia", **{"py-catalog-impl": CATALOG_IMPL, "warehouse": warehouse, **properties}
+    )
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The bearer token from ``token_file`` (first line) or else ``$OLYMPIA_TOKEN``.
+
+    Raises:
+        ValueError: the file is empty or unreadable.
+    """
+    if token_file is not None:
+        try:
+            text = Path(token_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the token file {token_file}: {exc.strerror}") from exc
+        token = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not token:
+            raise ValueError(f"the token file {token_file} is empty")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+class BackgroundServer:
+    """A uvicorn server for ``app`` on a thread of this process.
+
+    ``port=0`` picks a free port; :attr:`uri` is the catalog URI to give a
+    client. Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.host, self.port = self._sock.getsockname()[:2]
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            daemon=True,
+            name="olympia-rest",
+        )
+
+    @property
+    def uri(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BackgroundServer:
+        """Start serving (a no-op when started already); wait until it listens."""
+        if self._thread.ident is not None:
+            return self
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the REST server on {self.uri} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def start_background(
+    warehouse: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    **properties: str,
+) -> BackgroundServer:
+    """Serve the olympia catalog at ``warehouse`` from a thread; started."""
+    app = create_app(open_catalog(warehouse, **properties), prefix=prefix, token=token)
+    return BackgroundServer(app, host, port).start()
+
+
+def serve(
+    warehouse: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8181,
+    token: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> None:
+    """Serve the olympia catalog at ``warehouse`` until interrupted."""
+    app = create_app(
+        open_catalog(warehouse), prefix=prefix, token=token, max_body_bytes=max_body_bytes
+    )
+    uvicorn.run(app, host=host, port=port, log_level="info")
