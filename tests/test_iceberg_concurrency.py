@@ -75,10 +75,10 @@ def test_two_processes_appending_to_one_table_lose_no_row(tmp_path: Path) -> Non
     procs = [ctx.Process(target=_append_loop, args=(warehouse, w, rounds, out)) for w in range(2)]
     for p in procs:
         p.start()
-    results = dict(out.get(timeout=300) for _ in procs)
     for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]  # a worker that raised exits 1
+    results = dict(out.get(timeout=10) for _ in procs)
     assert results == {0: rounds, 1: rounds}
     tbl = cat.load_table(("db", "events"))
     assert ids_of(tbl) == list(range(2 * rounds * 10))
@@ -233,3 +233,57 @@ def test_failed_transaction_does_not_delete_files_of_committed_versions(tmp_path
     assert committed  # the files of the first version are still there for time travel
     for path in committed:
         assert os.path.exists(path.removeprefix("file://"))
+
+
+@pytest.mark.parametrize("conflicting_first", [True, False])
+def test_refusal_names_the_version_that_conflicted(tmp_path: Path, conflicting_first: bool) -> None:
+    cat = catalog(f"file://{tmp_path}/lake")
+    _partitioned(cat)
+    cat.create_table(("db", "report"), SCHEMA)
+    tx = cat.begin(isolation="serializable")
+    tx.load_table(("db", "p")).scan(row_filter=EqualTo("part", "a")).to_arrow()
+    tx.load_table(("db", "report")).append(batch(range(1)))
+    versions = {}
+    for part in ("a", "b") if conflicting_first else ("b", "a"):
+        cat.load_table(("db", "p")).append(batch(range(100, 101), part))
+        versions[part] = olympia.load_catalog(str(tmp_path / "lake")).version
+    with pytest.raises(CommitConflictException) as info:
+        tx.commit()
+    assert info.value.rule == "scan-filter-matches"
+    assert info.value.version == versions["a"]
+    assert f"version {versions['a']}" in str(info.value)
+    assert info.value.table == "db.p"
+
+
+def test_commit_rebased_twice_after_losing_the_race_again(tmp_path: Path) -> None:
+    """A commit whose rebase is overtaken by yet another commit is rebased
+    again from the metadata it was made on, and the first rebase's files go."""
+    root = tmp_path / "lake"
+    cat = catalog(f"file://{root}")
+    cat.create_namespace("db")
+    cat.create_table(("db", "t"), SCHEMA).append(batch(range(-1, 0)))  # snapshots have parents
+    other = catalog(f"file://{root}")
+    tx = cat.begin()
+    tx.load_table(("db", "t")).append(batch(range(0, 3)))
+    other.load_table(("db", "t")).append(batch(range(10, 13)))  # the first concurrent commit
+    calls = []
+    first_rebase = tx.merge.rebase
+
+    def rebase_then_lose_again(latest: Any, changed: Any) -> Any:
+        out = first_rebase(latest, changed)
+        calls.append(latest.version)
+        if len(calls) == 1:  # another commit lands before this attempt publishes
+            other.load_table(("db", "t")).append(batch(range(20, 23)))
+        return out
+
+    tx.merge.rebase = rebase_then_lose_again  # type: ignore[method-assign]
+    tx.commit()
+    assert len(calls) == 2 and calls[1] > calls[0]
+    tbl = cat.load_table(("db", "t"))
+    assert ids_of(tbl) == [-1, 0, 1, 2, 10, 11, 12, 20, 21, 22]
+    assert len(tbl.metadata.snapshots) == 4
+    referenced = {m.manifest_path for s in tbl.metadata.snapshots for m in s.manifests(tbl.io)}
+    referenced |= {s.manifest_list for s in tbl.metadata.snapshots}
+    metadata_dir = root / "db.db" / "t" / "metadata"
+    on_disk = {f"file://{p}" for p in metadata_dir.iterdir() if p.suffix == ".avro"}
+    assert on_disk == {p if p.startswith("file://") else f"file://{p}" for p in referenced}

@@ -12,6 +12,7 @@ commit take the same path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -644,6 +645,10 @@ class IcebergMerge:
         self.obsolete_files: list[str] = []
         #: The exception a call of :meth:`rebase` raised (the commit failed on it).
         self.failure: BaseException | None = None
+        #: Manifests and manifest lists the last rebase of each table wrote.
+        self._rebase_files: dict[tuple[str, str], list[str]] = {}
+        #: The version up to which each table's concurrent changes were judged.
+        self._checked: dict[tuple[str, str], int | None] = {}
 
     def _by_key(self) -> dict[str, tuple[str, str]]:
         keys = self._tx.key_codec()
@@ -688,10 +693,14 @@ class IcebergMerge:
             except oe.NoSuchObjectError:
                 continue  # dropped or renamed: the core refuses that (rule structural)
             theirs = tx.owner.read_metadata(theirs_location)
-            base = self._base(namespace, name, state)
+            # Staged commits are always rebased from the metadata they were made
+            # on (an earlier rebase of this commit was never published); what a
+            # read-only table's scans were judged against moves forward.
+            base = self._base(namespace, name, state, original=bool(state.commits))
             if base is None:
                 continue  # created by this transaction: a concurrent create is structural
-            io = tx.owner._load_file_io(theirs.properties, theirs_location)
+            # Files the rebase writes are the transaction's: deleted if it fails.
+            io = tx.catalog._load_file_io(theirs.properties, theirs_location)
             if state.recovered and not state.commits:
                 raise CommitConflictException(
                     f"table {table} was changed by version {version} while distributed "
@@ -703,8 +712,15 @@ class IcebergMerge:
                 )
             if not state.commits:
                 if tx.isolation == "serializable":
-                    self._check_scans(io, table, base, theirs, state.scans, version)
+                    try:
+                        self._check_scans(io, table, base, theirs, version, scans=state.scans)
+                    except CommitConflictException as exc:
+                        trial = functools.partial(
+                            self._check_scans, io, table, base, scans=state.scans
+                        )
+                        raise self._culprit(exc, (namespace, name), version, trial) from None
                 self._bases[(namespace, name)] = theirs
+                self._checked[(namespace, name)] = version
                 continue
             try:
                 rebased = rebase.rebase_table(
@@ -717,6 +733,11 @@ class IcebergMerge:
                     scans=state.scans,
                     version=version,
                 )
+            except CommitConflictException as exc:
+                again = functools.partial(
+                    self._trial_rebase, io, table, base, state.commits, state.scans
+                )
+                raise self._culprit(exc, (namespace, name), version, again) from None
             except NotImplementedError:  # an olympia without the rebase engine
                 raise CommitConflictException(
                     f"table {table} was changed by version {version} after transaction "
@@ -737,10 +758,84 @@ class IcebergMerge:
             # The staged metadata files built on the old base are replaced.
             self.obsolete_files.extend(rebased.obsolete_files)
             self.obsolete_files.extend(state.metadata_files)
+            # The files of an earlier rebase of this table are superseded.
+            self.obsolete_files.extend(self._rebase_files.pop((namespace, name), ()))
+            self._rebase_files[(namespace, name)] = list(rebased.written_files)
             state.metadata_files = [new_location]
             self._bases[(namespace, name)] = theirs
+            self._checked[(namespace, name)] = version
             out[key] = new_location
         return out
+
+    def _trial_rebase(
+        self,
+        io: FileIO,
+        table: str,
+        base: TableMetadata,
+        commits: list[StagedCommit],
+        scans: list[ScanRecord],
+        theirs: TableMetadata,
+        version: int,
+    ) -> None:
+        """A rebase onto ``theirs`` only to see whether it conflicts; its files are deleted."""
+        trial = rebase.rebase_table(
+            io,
+            table,
+            base,
+            commits,
+            theirs,
+            isolation=self._tx.isolation,
+            scans=scans,
+            version=version,
+        )
+        for path in trial.written_files:
+            with contextlib.suppress(OSError, ValueError):
+                io.delete(path)
+
+    def _culprit(
+        self,
+        exc: CommitConflictException,
+        table: tuple[str, str],
+        latest: int | None,
+        attempt: Callable[[TableMetadata, int], None],
+    ) -> CommitConflictException:
+        """``exc`` with the version that conflicted rather than the newest one.
+
+        The versions since the table was last judged that changed it are
+        tried oldest first (only on this failure path): the first whose
+        metadata alone makes ``attempt`` fail with the same rule conflicted.
+        """
+        if latest is None:
+            return exc
+        first = self._checked.get(table) or self._tx.begin_version
+        olympia_catalog = self._tx.owner.olympia
+        previous: str | None = None
+        changers: list[tuple[int, str]] = []
+        for v in range(first, latest + 1):
+            try:
+                location = olympia_catalog.at_version(v).describe_table(*table).metadata_location
+            except oe.OlympiaError:
+                return exc
+            if previous is not None and location != previous:
+                changers.append((v, location))
+            previous = location
+        if len(changers) <= 1:
+            found = changers[0][0] if changers else latest
+        else:
+            found = latest
+            for v, location in changers[:-1]:
+                try:
+                    attempt(self._tx.owner.read_metadata(location), v)
+                except CommitConflictException as trial:
+                    if trial.rule == exc.rule:
+                        found = v
+                        break
+        if found == exc.version:
+            return exc
+        message = str(exc).replace(f"version {exc.version}", f"version {found}", 1)
+        return CommitConflictException(
+            message, table=exc.table, version=found, rule=exc.rule or "data-conflict"
+        )
 
     def _check_scans(
         self,
@@ -748,8 +843,9 @@ class IcebergMerge:
         table: str,
         base: TableMetadata,
         theirs: TableMetadata,
-        scans: list[ScanRecord],
         version: int | None,
+        *,
+        scans: list[ScanRecord],
     ) -> None:
         try:
             rebase.check_scans(
@@ -765,8 +861,10 @@ class IcebergMerge:
                 rule="scan-filter-matches",
             ) from None
 
-    def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
-        known = self._bases.get((namespace, name))
+    def _base(
+        self, namespace: str, name: str, state: TableState, *, original: bool = False
+    ) -> TableMetadata | None:
+        known = None if original else self._bases.get((namespace, name))
         if known is not None:
             return known
         if state.base_location is None:
