@@ -804,6 +804,8 @@ def check_files(store: CatalogStore) -> FileCheck:
     node structure, read from storage rather than from any cache), and list
     the files nothing kept needs."""
     storage = store.storage
+    # This process's own hint write in flight is not a killed writer's leftover.
+    store.wait_for_background_writes()
     floor = store.oldest_version()
     now = _now_millis()
     pins, bad_records = _read_records(storage)

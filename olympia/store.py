@@ -271,6 +271,7 @@ class CatalogStore:
         self._pool: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._hint_write: Future[None] | None = None
         #: The newest version this store saw published (found or committed):
         #: where the next probe for the latest version starts (-1: none yet).
         self._seen = -1
@@ -852,8 +853,16 @@ class CatalogStore:
         self._note_seen(version)
         # Only a hint, which readers probe past: written in the background so
         # that it costs the commit nothing.
-        self._executor().submit(self._write_hint, version)
+        self._hint_write = self._executor().submit(self._write_hint, version)
         return result
+
+    def wait_for_background_writes(self) -> None:
+        """Wait until the ``vn/latest`` hint this store last wrote in the
+        background is written (its temporary file gone)."""
+        pending = self._hint_write
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                pending.result()
 
     def _keep_winner(self, version: int, data: bytes | None) -> None:
         """Cache the root another writer published as ``version``, read while

@@ -631,6 +631,58 @@ def purge_files(owner: OlympiaCatalog, table: Table) -> None:
     delete_files(io, {table.metadata_location}, "metadata")
 
 
+def same_file_uri(path: str) -> str:
+    """``file:/x`` (as Hadoop and Spark write paths) and ``file:///x`` name one file."""
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:") :]
+    return path
+
+
+def added_files(
+    owner: OlympiaCatalog, base_location: str | None, staged_location: str, *, metadata: bool
+) -> list[str]:
+    """The files written for what the staged metadata adds to the base: the
+    manifest lists of its new snapshots, the manifests they added, and the data
+    and delete files they added under the table's ``data/`` folder (files added
+    from elsewhere, e.g. with ``add_files``, belong to the user); with
+    ``metadata``, also the metadata files in its log that the base's log lacks."""
+    staged = owner.read_metadata(staged_location)
+    base = owner.read_metadata(base_location) if base_location else None
+    out: list[str] = []
+    old_snapshots: set[int] = set()
+    if base is not None:
+        old_snapshots = {s.snapshot_id for s in base.snapshots}
+    if metadata:
+        old_files = {base_location} if base_location else set()
+        if base is not None:
+            old_files |= {e.metadata_file for e in base.metadata_log}
+        out += [
+            f
+            for f in [*(e.metadata_file for e in staged.metadata_log), staged_location]
+            if f not in old_files
+        ]
+    new_ids = {s.snapshot_id for s in staged.snapshots} - old_snapshots
+    io = owner._load_file_io(staged.properties, staged_location)
+    data_prefix = same_file_uri(staged.location.rstrip("/") + "/data/")
+    for snapshot in staged.snapshots:
+        if snapshot.snapshot_id not in new_ids:
+            continue
+        out.append(snapshot.manifest_list)
+        for manifest in snapshot.manifests(io):
+            if manifest.added_snapshot_id not in new_ids:
+                continue
+            out.append(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                path = entry.data_file.file_path
+                if (
+                    entry.status == ManifestEntryStatus.ADDED
+                    and entry.snapshot_id in new_ids
+                    and same_file_uri(path).startswith(data_prefix)
+                ):
+                    out.append(path)
+    return out
+
+
 class IcebergMerge:
     """The content merge of an :class:`IcebergTransaction` (the core's merge
     hook, spec/iceberg.md §7): rebases the transaction's staged commits of a
@@ -1045,39 +1097,7 @@ class IcebergTransaction:
             self.owner._load_file_io(location=where).delete(where)
 
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
-        owner = self.owner
-        staged = owner.read_metadata(staged_location)
-        base = owner.read_metadata(base_location) if base_location else None
-        old_files = {base_location} if base_location else set()
-        old_snapshots: set[int] = set()
-        if base is not None:
-            old_files |= {e.metadata_file for e in base.metadata_log}
-            old_snapshots = {s.snapshot_id for s in base.snapshots}
-        out = [
-            f
-            for f in [*(e.metadata_file for e in staged.metadata_log), staged_location]
-            if f not in old_files
-        ]
-        new_ids = {s.snapshot_id for s in staged.snapshots} - old_snapshots
-        io = owner._load_file_io(staged.properties, staged_location)
-        data_prefix = staged.location.rstrip("/") + "/data/"
-        for snapshot in staged.snapshots:
-            if snapshot.snapshot_id not in new_ids:
-                continue
-            out.append(snapshot.manifest_list)
-            for manifest in snapshot.manifests(io):
-                if manifest.added_snapshot_id not in new_ids:
-                    continue
-                out.append(manifest.manifest_path)
-                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                    path = entry.data_file.file_path
-                    if (
-                        entry.status == ManifestEntryStatus.ADDED
-                        and entry.snapshot_id in new_ids
-                        and path.startswith(data_prefix)
-                    ):
-                        out.append(path)
-        return out
+        return added_files(self.owner, base_location, staged_location, metadata=True)
 
     # --- the Catalog's methods ----------------------------------------------------
 

@@ -15,51 +15,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.manifest import ManifestEntryStatus
 
 from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
+from olympia.iceberg.transaction import added_files
 from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
 
 
-def _same_file_uri(path: str) -> str:
-    """``file:/x`` (as Hadoop writes paths) and ``file:///x`` name one file."""
-    if path.startswith("file:/") and not path.startswith("file://"):
-        return "file://" + path[len("file:") :]
-    return path
-
-
 def client_files(owner: OlympiaCatalog, base_location: str | None, staged: str) -> list[str]:
-    """The files a client wrote for the snapshots that the staged metadata
-    adds to the base: their manifest lists, the manifests they added, and the
-    data and delete files they added under the table's ``data/`` folder
-    (files added from elsewhere, e.g. ``add_files``, belong to the user)."""
-    new = owner.read_metadata(staged)
-    base = owner.read_metadata(base_location) if base_location else None
-    old_ids = {snap.snapshot_id for snap in base.snapshots} if base is not None else set()
-    new_ids = {snap.snapshot_id for snap in new.snapshots} - old_ids
-    io = owner._load_file_io(new.properties, staged)
-    data_prefix = _same_file_uri(new.location.rstrip("/") + "/data/")
-    out: list[str] = []
-    for snapshot in new.snapshots:
-        if snapshot.snapshot_id not in new_ids:
-            continue
-        out.append(snapshot.manifest_list)
-        for manifest in snapshot.manifests(io):
-            if manifest.added_snapshot_id not in new_ids:
-                continue
-            out.append(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                path = entry.data_file.file_path
-                if (
-                    entry.status == ManifestEntryStatus.ADDED
-                    and entry.snapshot_id in new_ids
-                    and _same_file_uri(path).startswith(data_prefix)
-                ):
-                    out.append(path)
-    return out
+    """The files a client wrote for the snapshots that the staged metadata adds
+    to the base (the server writes the metadata files itself)."""
+    return added_files(owner, base_location, staged, metadata=False)
 
 
 def note_client_files(txn: IcebergTransaction) -> None:
