@@ -121,8 +121,8 @@ class OlympiaCatalog(MetastoreCatalog):
             if not create:
                 raise oe.CatalogNotFoundError(
                     f"no olympia catalog at {self.warehouse}; create one with "
-                    f"olympia.create_catalog({self.warehouse!r}) or set the catalog property "
-                    f"create-catalog=true"
+                    f"`olympia init -w {self.warehouse}` (or olympia.create_catalog), or set the "
+                    f"catalog property create-catalog=true"
                 ) from None
             try:
                 self.olympia = olympia.create_catalog(self.warehouse, options)
