@@ -265,7 +265,7 @@ def test_refused_table_identifiers(tmp_path: Path) -> None:
 
 
 def test_empty_warehouse_without_create(tmp_path: Path) -> None:
-    with pytest.raises(olympia.CatalogNotFoundError, match="create_catalog"):
+    with pytest.raises(olympia.CatalogNotFoundError, match="olympia init -w"):
         olympia_catalog(str(tmp_path / "none"), **{"create-catalog": "false"})
     olympia.create_catalog(str(tmp_path / "made"))
     cat = olympia_catalog(str(tmp_path / "made"), **{"create-catalog": "false"})
