@@ -1,0 +1,398 @@
+"""``OlympiaCatalog``: a PyIceberg catalog stored in an olympia catalog
+(spec/iceberg.md).
+
+Load it as PyIceberg loads any catalog class::
+
+    load_catalog("lake", **{"py-catalog-impl": "olympia.iceberg.OlympiaCatalog",
+                            "warehouse": "file:///data/lake"})
+
+Every operation is one olympia transaction (:class:`IcebergTransaction` with
+one operation); :meth:`OlympiaCatalog.transaction` and
+:meth:`OlympiaCatalog.begin` give transactions over many.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from pyiceberg.catalog import MetastoreCatalog, PropertiesUpdateSummary
+from pyiceberg.io import FileIO
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse, CreateTableTransaction, StagedTable, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+from pyiceberg.view import View
+from pyiceberg.view.metadata import ViewMetadata, ViewVersion
+
+import olympia
+from olympia import errors as oe
+from olympia.iceberg.transaction import (
+    IcebergTransaction,
+    OlympiaTable,
+    TransactionCatalog,
+    purge_files,
+)
+from olympia.transaction import DEFAULT_MAX_ATTEMPTS
+
+T = TypeVar("T")
+
+#: PyIceberg's S3 properties and the s3fs storage options they become.
+_S3_OPTIONS = {
+    "s3.endpoint": "endpoint_url",
+    "s3.access-key-id": "key",
+    "s3.secret-access-key": "secret",
+    "s3.session-token": "token",
+}
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+_METADATA_CACHE_SIZE = 512
+
+
+def storage_options(properties: Properties) -> dict[str, Any]:
+    """The olympia (s3fs) storage options for PyIceberg catalog ``properties``."""
+    options: dict[str, Any] = {
+        option: properties[prop] for prop, option in _S3_OPTIONS.items() if properties.get(prop)
+    }
+    if region := properties.get("s3.region"):
+        options["client_kwargs"] = {"region_name": region}
+    return options
+
+
+def _bool_property(properties: Properties, name: str, default: bool) -> bool:
+    value = properties.get(name)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"catalog property {name!r} must be true or false, got {value!r}")
+
+
+class OlympiaCatalog(MetastoreCatalog):
+    """A PyIceberg catalog whose state is an olympia catalog at ``warehouse``.
+
+    Properties (spec/iceberg.md §1): ``warehouse`` (required), ``create-catalog``
+    (default true), ``isolation``, ``max-attempts`` and PyIceberg's ``s3.*``
+    properties, which reach both the catalog's storage and the tables' FileIO.
+
+    Raises (construction):
+        ValueError: ``warehouse`` missing or a property out of range.
+        olympia.CatalogNotFoundError: empty warehouse and ``create-catalog=false``.
+    """
+
+    def __init__(self, name: str, **properties: str) -> None:
+        super().__init__(name, **properties)
+        warehouse = self.properties.get("warehouse")
+        if not warehouse:
+            raise ValueError(
+                f"catalog {name!r} needs the property 'warehouse' (the URI of the olympia "
+                f"catalog, e.g. file:///data/lake or s3://bucket/prefix)"
+            )
+        self.warehouse = str(warehouse).rstrip("/")
+        create = _bool_property(self.properties, "create-catalog", True)
+        isolation = self.properties.get("isolation")
+        if isolation is not None and str(isolation).lower() not in ("snapshot", "serializable"):
+            raise ValueError(
+                f"catalog property 'isolation' must be snapshot or serializable, got {isolation!r}"
+            )
+        self.isolation: str | None = None if isolation is None else str(isolation).lower()
+        attempts = self.properties.get("max-attempts", DEFAULT_MAX_ATTEMPTS)
+        try:
+            self.max_attempts = int(attempts)
+        except ValueError:
+            raise ValueError(
+                f"catalog property 'max-attempts' must be an integer, got {attempts!r}"
+            ) from None
+        options = storage_options(self.properties) or None
+        try:
+            self.olympia = olympia.load_catalog(self.warehouse, options)
+        except oe.CatalogNotFoundError:
+            if not create:
+                raise oe.CatalogNotFoundError(
+                    f"no olympia catalog at {self.warehouse}; create one with "
+                    f"olympia.create_catalog({self.warehouse!r}) or set the catalog property "
+                    f"create-catalog=true"
+                ) from None
+            try:
+                self.olympia = olympia.create_catalog(self.warehouse, options)
+            except oe.CatalogAlreadyExistsError:  # another process created it first
+                self.olympia = olympia.load_catalog(self.warehouse, options)
+        self._metadata: OrderedDict[str, TableMetadata] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # --- metadata files -------------------------------------------------------------
+
+    def read_metadata(self, location: str) -> TableMetadata:
+        """The table metadata in file ``location`` (files are immutable: cached)."""
+        with self._lock:
+            cached = self._metadata.get(location)
+        if cached is not None:
+            return cached
+        metadata = FromInputFile.table_metadata(
+            self._load_file_io(location=location).new_input(location)
+        )
+        self.remember_metadata(location, metadata)
+        return metadata
+
+    def remember_metadata(self, location: str, metadata: TableMetadata) -> None:
+        with self._lock:
+            self._metadata[location] = metadata
+            while len(self._metadata) > _METADATA_CACHE_SIZE:
+                self._metadata.popitem(last=False)
+
+    def read_view_metadata(self, location: str) -> ViewMetadata:
+        with self._load_file_io(location=location).new_input(location).open() as f:
+            return ViewMetadata.model_validate_json(f.read())
+
+    def committed_location(self, version: int, namespace: str, name: str) -> str | None:
+        """The metadata location of table ``namespace.name`` at catalog ``version``."""
+        try:
+            return (
+                self.olympia.at_version(version).describe_table(namespace, name).metadata_location
+            )
+        except (oe.TableNotFoundError, oe.NamespaceNotFoundError):
+            return None
+
+    # --- transactions ---------------------------------------------------------------
+
+    def begin(self, isolation: str | None = None) -> IcebergTransaction:
+        """Start a transaction at the latest catalog version.
+
+        ``isolation``: ``snapshot`` or ``serializable`` (default: the catalog
+        property ``isolation``, else the olympia catalog's default).
+        """
+        txn = self.olympia.begin(isolation or self.isolation, max_attempts=self.max_attempts)
+        return IcebergTransaction(self, txn)
+
+    def transaction(self, isolation: str | None = None) -> IcebergTransaction:
+        """Like :meth:`begin`, for ``with cat.transaction() as tx:`` (commit on a
+        clean exit, rollback on an exception)."""
+        return self.begin(isolation)
+
+    def resume(self, txn_id: str) -> IcebergTransaction:
+        """Continue a transaction distributed with ``IcebergTransaction.distribute()``.
+
+        The resumed handle sees the transaction's staged tables; the files the
+        transaction wrote before it was distributed are found again from the
+        staged metadata (spec/iceberg.md §6).
+        """
+        tx = IcebergTransaction(self, self.olympia.resume(txn_id, max_attempts=self.max_attempts))
+        tx.recover_written_files()
+        return tx
+
+    @contextmanager
+    def _one(self, write: bool = True) -> Iterator[TransactionCatalog]:
+        """One operation as one transaction: committed if it wrote, else dropped."""
+        tx = self.begin()
+        try:
+            yield tx.catalog
+        except BaseException:
+            if tx.status == "open":
+                tx.rollback()
+            raise
+        if write:
+            tx.commit()
+        else:
+            tx.rollback()
+
+    def _run(self, op: Callable[[TransactionCatalog], T], write: bool = True) -> T:
+        with self._one(write) as bound:
+            return op(bound)
+
+    def _own(self, table: Table) -> Table:
+        return OlympiaTable(
+            identifier=table.name(),
+            metadata=table.metadata,
+            metadata_location=table.metadata_location,
+            io=self._load_file_io(table.metadata.properties, table.metadata_location),
+            catalog=self,
+        )
+
+    # --- namespaces -----------------------------------------------------------------
+
+    def create_namespace(
+        self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
+    ) -> None:
+        self._run(lambda c: c.create_namespace(namespace, properties))
+
+    def drop_namespace(self, namespace: str | Identifier) -> None:
+        self._run(lambda c: c.drop_namespace(namespace))
+
+    def namespace_exists(self, namespace: str | Identifier) -> bool:
+        return self._run(lambda c: c.namespace_exists(namespace), write=False)
+
+    def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
+        return self._run(lambda c: c.list_namespaces(namespace), write=False)
+
+    def load_namespace_properties(self, namespace: str | Identifier) -> Properties:
+        return self._run(lambda c: c.load_namespace_properties(namespace), write=False)
+
+    def update_namespace_properties(
+        self,
+        namespace: str | Identifier,
+        removals: set[str] | None = None,
+        updates: Properties = EMPTY_DICT,
+    ) -> PropertiesUpdateSummary:
+        return self._run(lambda c: c.update_namespace_properties(namespace, removals, updates))
+
+    # --- tables ---------------------------------------------------------------------
+
+    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+        return self._run(lambda c: c.list_tables(namespace), write=False)
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        return self._run(lambda c: c.table_exists(identifier), write=False)
+
+    def load_table(self, identifier: str | Identifier) -> Table:
+        return self._own(self._run(lambda c: c.load_table(identifier), write=False))
+
+    def create_table(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> Table:
+        return self._own(
+            self._run(
+                lambda c: c.create_table(
+                    identifier, schema, location, partition_spec, sort_order, properties
+                )
+            )
+        )
+
+    def _create_staged_table(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> StagedTable:
+        staged = self._run(
+            lambda c: c._create_staged_table(
+                identifier, schema, location, partition_spec, sort_order, properties
+            ),
+            write=False,
+        )
+        return StagedTable(
+            identifier=staged.name(),
+            metadata=staged.metadata,
+            metadata_location=staged.metadata_location,
+            io=self._load_file_io(properties, staged.metadata_location),
+            catalog=self,
+        )
+
+    def create_table_transaction(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> CreateTableTransaction:
+        return CreateTableTransaction(
+            self._create_staged_table(
+                identifier, schema, location, partition_spec, sort_order, properties
+            )
+        )
+
+    def register_table(
+        self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False
+    ) -> Table:
+        return self._own(
+            self._run(lambda c: c.register_table(identifier, metadata_location, overwrite))
+        )
+
+    def rename_table(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> Table:
+        return self._own(self._run(lambda c: c.rename_table(from_identifier, to_identifier)))
+
+    def drop_table(self, identifier: str | Identifier) -> None:
+        self._run(lambda c: c.drop_table(identifier))
+
+    def purge_table(self, identifier: str | Identifier) -> None:
+        table = self._run(lambda c: _drop_returning(c, identifier))
+        purge_files(self, table)
+
+    def commit_table(
+        self,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> CommitTableResponse:
+        """Commit one table's changes as one olympia transaction.
+
+        Raises:
+            NoSuchTableError: the table does not exist.
+            CommitFailedException: a requirement failed.
+            CommitConflictException: a concurrent commit conflicts (a CommitFailedException).
+        """
+        return self._run(lambda c: c.commit_table(table, requirements, updates))
+
+    # --- views ----------------------------------------------------------------------
+
+    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
+        return self._run(lambda c: c.list_views(namespace), write=False)
+
+    def view_exists(self, identifier: str | Identifier) -> bool:
+        return self._run(lambda c: c.view_exists(identifier), write=False)
+
+    def drop_view(self, identifier: str | Identifier) -> None:
+        self._run(lambda c: c.drop_view(identifier))
+
+    def load_view(self, identifier: str | Identifier) -> View:
+        return self._run(lambda c: c.load_view(identifier), write=False)
+
+    def create_view(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        view_version: ViewVersion,
+        location: str | None = None,
+        properties: Properties = EMPTY_DICT,
+    ) -> View:
+        return self._run(
+            lambda c: c.create_view(identifier, schema, view_version, location, properties)
+        )
+
+    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
+        return self._run(lambda c: c.register_view(identifier, metadata_location))
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def _load_file_io(
+        self, properties: Properties = EMPTY_DICT, location: str | None = None
+    ) -> FileIO:
+        return super()._load_file_io(properties, location)
+
+    def close(self) -> None:
+        self.olympia.close()
+
+    def __repr__(self) -> str:
+        return f"OlympiaCatalog({self.name!r}, warehouse={self.warehouse!r})"
+
+
+def _drop_returning(catalog: TransactionCatalog, identifier: str | Identifier) -> Table:
+    table = catalog.load_table(identifier)
+    catalog.drop_table(identifier)
+    return table
+
+
+__all__ = ["OlympiaCatalog", "storage_options"]

@@ -1,0 +1,1010 @@
+"""Iceberg transactions over an olympia catalog (spec/iceberg.md §5, §6).
+
+:class:`IcebergTransaction` wraps one olympia transaction. Its
+:attr:`~IcebergTransaction.catalog` is a PyIceberg ``Catalog`` bound to it
+(:class:`TransactionCatalog`): every namespace and table operation, and every
+``commit_table`` of a table loaded through it, is staged in the olympia
+transaction. ``OlympiaCatalog`` runs each of its own operations as such a
+transaction with one operation, so a single-table commit and a multi-table
+commit take the same path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
+
+import pyarrow as pa
+from pyiceberg import exceptions as ice
+from pyiceberg.catalog import (
+    LOCATION,
+    MetastoreCatalog,
+    PropertiesUpdateSummary,
+    delete_data_files,
+    delete_files,
+)
+from pyiceberg.expressions import BooleanExpression, Or
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestEntryStatus, ManifestFile
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import (
+    ALWAYS_TRUE,
+    CommitTableResponse,
+    CreateTableTransaction,
+    StagedTable,
+    Table,
+    _parse_row_filter,
+)
+from pyiceberg.table import Transaction as PyIcebergTransaction
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import (
+    AssertCreate,
+    TableRequirement,
+    TableUpdate,
+    update_table_metadata,
+)
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+from pyiceberg.view import View
+from pyiceberg.view.metadata import ViewMetadata, ViewVersion
+
+from olympia import errors as oe
+from olympia.iceberg import names, rebase
+from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.rebase import ScanRecord, StagedCommit
+from olympia.keys import KeyCodec
+from olympia.proto import actions_pb2 as apb
+from olympia.transaction import Transaction as OlympiaTransaction
+from olympia.transaction import key_codec
+
+if TYPE_CHECKING:
+    from pyiceberg.table import DataScan
+
+    from olympia.iceberg.catalog import OlympiaCatalog
+
+logger = logging.getLogger(__name__)
+
+A = apb.ActionType
+
+#: The olympia table ``format`` of Iceberg tables (spec/iceberg.md §4).
+ICEBERG_FORMAT = "iceberg"
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Olympia's object errors as the PyIceberg exceptions PyIceberg users catch."""
+    try:
+        yield
+    except oe.NamespaceNotFoundError as exc:
+        raise ice.NoSuchNamespaceError(str(exc)) from exc
+    except oe.TableNotFoundError as exc:
+        raise ice.NoSuchTableError(str(exc)) from exc
+    except oe.ViewNotFoundError as exc:
+        raise ice.NoSuchViewError(str(exc)) from exc
+    except oe.NamespaceAlreadyExistsError as exc:
+        raise ice.NamespaceAlreadyExistsError(str(exc)) from exc
+    except oe.TableAlreadyExistsError as exc:
+        raise ice.TableAlreadyExistsError(str(exc)) from exc
+    except oe.ViewAlreadyExistsError as exc:
+        raise ice.ViewAlreadyExistsError(str(exc)) from exc
+    except oe.NamespaceNotEmptyError as exc:
+        raise ice.NamespaceNotEmptyError(str(exc)) from exc
+
+
+@dataclass
+class TableState:
+    """What a transaction did to one table: the metadata location committed
+    at its begin version (None: the transaction created the table), the
+    ``commit_table`` calls it staged, in order, and the scans it made."""
+
+    base_location: str | None
+    commits: list[StagedCommit] = field(default_factory=list)
+    scans: list[ScanRecord] = field(default_factory=list)
+    #: Rebuilt by ``resume`` from the staged metadata: the staged commits are
+    #: unknown, so a concurrent change of the table cannot be rebased.
+    recovered: bool = False
+
+
+class OlympiaTable(Table):
+    """A PyIceberg ``Table`` that tells its catalog the row filters of its
+    deletes and overwrites (the conflict filter of the commit) and, in a
+    transaction, the row filters of its scans."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._conflict_filters: list[BooleanExpression] = []
+
+    def transaction(self) -> PyIcebergTransaction:
+        return _FilterRecordingTransaction(self)
+
+    def take_conflict_filter(self) -> BooleanExpression | None:
+        """The filters recorded since the last commit, joined by OR (None: none)."""
+        filters, self._conflict_filters = self._conflict_filters, []
+        if not filters:
+            return None
+        out = filters[0]
+        for f in filters[1:]:
+            out = Or(out, f)
+        return out
+
+    def scan(
+        self,
+        row_filter: str | BooleanExpression = ALWAYS_TRUE,
+        selected_fields: tuple[str, ...] = ("*",),
+        case_sensitive: bool = True,
+        snapshot_id: int | None = None,
+        options: Properties = EMPTY_DICT,
+        limit: int | None = None,
+    ) -> DataScan:
+        if isinstance(self.catalog, TransactionCatalog):
+            self.catalog.note_scan(
+                self._identifier,
+                ScanRecord(_parse_row_filter(row_filter), snapshot_id, case_sensitive),
+            )
+        return super().scan(
+            row_filter, selected_fields, case_sensitive, snapshot_id, options, limit
+        )
+
+
+class _FilterRecordingTransaction(PyIcebergTransaction):
+    def delete(
+        self,
+        delete_filter: str | BooleanExpression,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        table = self._table
+        if isinstance(table, OlympiaTable):
+            table._conflict_filters.append(_parse_row_filter(delete_filter))
+        super().delete(delete_filter, *args, **kwargs)
+
+
+def _record_writes(io: FileIO, written: list[str]) -> FileIO:
+    """Make ``io`` note in ``written`` every file it opens for writing.
+
+    The instance is patched rather than wrapped, because PyIceberg's pyarrow
+    reader looks at the concrete FileIO class to reach its file systems."""
+    original = io.new_output
+
+    def new_output(location: str) -> Any:
+        written.append(location)
+        return original(location)
+
+    io.new_output = new_output  # type: ignore[method-assign]
+    return io
+
+
+class TransactionCatalog(MetastoreCatalog):
+    """A PyIceberg catalog bound to one :class:`IcebergTransaction`.
+
+    Reads see the transaction's begin version plus its own writes; writes are
+    staged in it. Tables loaded through it are bound to it too.
+    """
+
+    def __init__(self, tx: IcebergTransaction) -> None:
+        owner = tx.owner
+        super().__init__(owner.name, **owner.properties)
+        self._tx = tx
+
+    @property
+    def transaction(self) -> IcebergTransaction:
+        return self._tx
+
+    @property
+    def _txn(self) -> OlympiaTransaction:
+        return self._tx.olympia_transaction
+
+    # --- helpers ----------------------------------------------------------------
+
+    def _load_file_io(
+        self, properties: Properties = EMPTY_DICT, location: str | None = None
+    ) -> FileIO:
+        return _record_writes(super()._load_file_io(properties, location), self._tx.written_files)
+
+    def _location(self, namespace: str, name: str) -> str | None:
+        """The metadata location of Iceberg table ``namespace.name`` as the
+        transaction sees it, or None."""
+        with translate_errors():
+            try:
+                info = self._txn.describe_table(namespace, name)
+            except oe.TableNotFoundError:
+                return None
+        if info.format != ICEBERG_FORMAT or not info.metadata_location:
+            raise ice.NoSuchIcebergTableError(
+                f"table {namespace}.{name} is a {info.format or 'non-Iceberg'} table, not an "
+                f"Iceberg table"
+            )
+        return info.metadata_location
+
+    def _require_namespace(self, namespace: str) -> None:
+        if not self._txn.namespace_exists(namespace):
+            raise ice.NoSuchNamespaceError(f"namespace {namespace} does not exist")
+
+    def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
+        """Record a scan of a table loaded through this catalog."""
+        namespace, name = names.table_name(identifier)
+        self._tx._state(namespace, name, self._location(namespace, name)).scans.append(scan)
+
+    def _table(self, identifier: Identifier, location: str, metadata: TableMetadata) -> Table:
+        return OlympiaTable(
+            identifier=identifier,
+            metadata=metadata,
+            metadata_location=location,
+            io=self._load_file_io(metadata.properties, location),
+            catalog=self,
+        )
+
+    # --- namespaces -----------------------------------------------------------------
+
+    def create_namespace(
+        self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
+    ) -> None:
+        ns = names.namespace_name(namespace)
+        with translate_errors():
+            self._txn.create_namespace(ns, dict(properties))
+
+    def drop_namespace(self, namespace: str | Identifier) -> None:
+        ns = names.namespace_name(namespace)
+        if not self._txn.namespace_exists(ns):
+            if self._children(ns):
+                raise ice.NamespaceNotEmptyError(
+                    f"namespace {ns} holds namespaces {', '.join(self._children(ns))}"
+                )
+            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
+        children = self._children(ns)
+        if children:
+            raise ice.NamespaceNotEmptyError(
+                f"namespace {ns} holds namespaces {', '.join(children)}"
+            )
+        with translate_errors():
+            self._txn.drop_namespace(ns)
+
+    def _children(self, ns: str) -> list[str]:
+        prefix = ns + names.SEPARATOR
+        return [n for n in self._txn.list_namespaces() if n.startswith(prefix)]
+
+    def namespace_exists(self, namespace: str | Identifier) -> bool:
+        """True if the namespace exists or is the parent of one that does (as in SqlCatalog)."""
+        ns = names.namespace_name(namespace)
+        return self._txn.namespace_exists(ns) or bool(self._children(ns))
+
+    def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
+        parent: Identifier = () if namespace in ((), "") else names.to_tuple(namespace)
+        if parent:
+            names.namespace_name(parent)
+            if not self.namespace_exists(parent):
+                raise ice.NoSuchNamespaceError(f"namespace {'.'.join(parent)} does not exist")
+        depth = len(parent) + 1
+        found: dict[Identifier, None] = {}
+        for name in self._txn.list_namespaces():
+            levels = names.namespace_levels(name)
+            if len(levels) >= depth and levels[: depth - 1] == parent:
+                found[levels[:depth]] = None
+        return list(found)
+
+    def load_namespace_properties(self, namespace: str | Identifier) -> Properties:
+        ns = names.namespace_name(namespace)
+        try:
+            return dict(self._txn.describe_namespace(ns).properties)
+        except oe.NamespaceNotFoundError:
+            if self._children(ns):
+                return {}
+            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist") from None
+
+    def update_namespace_properties(
+        self,
+        namespace: str | Identifier,
+        removals: set[str] | None = None,
+        updates: Properties = EMPTY_DICT,
+    ) -> PropertiesUpdateSummary:
+        ns = names.namespace_name(namespace)
+        current = self.load_namespace_properties(namespace)
+        summary, _ = self._get_updated_props_and_update_summary(current, removals, updates)
+        with translate_errors():
+            self._txn.alter_namespace(ns, set=dict(updates), unset=sorted(removals or ()))
+        return summary
+
+    # --- tables ---------------------------------------------------------------------
+
+    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+        ns = names.namespace_name(namespace)
+        if not self._txn.namespace_exists(ns):
+            if self._children(ns):
+                return []
+            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
+        with translate_errors():
+            return [names.identifier(ns, t) for t in self._txn.list_tables(ns)]
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        namespace, name = names.table_name(identifier)
+        return self._txn.table_exists(namespace, name)
+
+    def load_table(self, identifier: str | Identifier) -> Table:
+        namespace, name = names.table_name(identifier)
+        location = self._location(namespace, name)
+        if location is None:
+            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+        self._tx._state(namespace, name, location)
+        metadata = self._tx.owner.read_metadata(location)
+        return self._table(names.identifier(namespace, name), location, metadata)
+
+    def _default_location(self, namespace: str, name: str) -> str:
+        props = self.load_namespace_properties(names.namespace_levels(namespace))
+        if base := props.get(LOCATION):
+            return f"{base.rstrip('/')}/{name}"
+        return f"{self._tx.owner.warehouse}/{namespace}.db/{name}"
+
+    def _create_staged_table(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> StagedTable:
+        namespace, name = names.table_name(identifier)
+        iceberg_schema = self._convert_schema_if_needed(
+            schema,
+            int(properties.get("format-version", 2)),  # type: ignore[arg-type]
+        )
+        self._require_namespace(namespace)
+        if self._txn.table_exists(namespace, name):
+            raise ice.TableAlreadyExistsError(f"table {namespace}.{name} already exists")
+        location = location.rstrip("/") if location else self._default_location(namespace, name)
+        metadata_location = load_location_provider(
+            location, properties
+        ).new_table_metadata_file_location()
+        metadata = new_table_metadata(
+            location=location,
+            schema=iceberg_schema,
+            partition_spec=partition_spec,
+            sort_order=sort_order,
+            properties=properties,
+        )
+        return StagedTable(
+            identifier=names.identifier(namespace, name),
+            metadata=metadata,
+            metadata_location=metadata_location,
+            io=self._load_file_io(properties, metadata_location),
+            catalog=self,
+        )
+
+    def create_table(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> Table:
+        staged = self._create_staged_table(
+            identifier, schema, location, partition_spec, sort_order, properties
+        )
+        namespace, name = names.table_name(identifier)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        self._tx._state(namespace, name, None)
+        with translate_errors():
+            self._txn.create_table(namespace, name, staged.metadata_location)
+        return self._table(staged.name(), staged.metadata_location, staged.metadata)
+
+    def create_table_transaction(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> CreateTableTransaction:
+        return CreateTableTransaction(
+            self._create_staged_table(
+                identifier, schema, location, partition_spec, sort_order, properties
+            )
+        )
+
+    def register_table(
+        self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False
+    ) -> Table:
+        namespace, name = names.table_name(identifier)
+        self._require_namespace(namespace)
+        metadata = self._tx.owner.read_metadata(metadata_location)
+        self._tx._state(namespace, name, self._location(namespace, name))
+        with translate_errors():
+            if overwrite and self._txn.table_exists(namespace, name):
+                self._txn.update_table(namespace, name, metadata_location=metadata_location)
+            else:
+                self._txn.create_table(namespace, name, metadata_location)
+        return self._table(names.identifier(namespace, name), metadata_location, metadata)
+
+    def rename_table(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> Table:
+        namespace, name = names.table_name(from_identifier)
+        new_namespace, new_name = names.table_name(to_identifier)
+        location = self._location(namespace, name)
+        if location is None:
+            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+        self._tx._state(namespace, name, location)
+        self._require_namespace(new_namespace)
+        with translate_errors():
+            self._txn.rename_table(namespace, name, new_namespace, new_name)
+        self._tx._renamed((namespace, name), (new_namespace, new_name))
+        return self.load_table(names.identifier(new_namespace, new_name))
+
+    def drop_table(self, identifier: str | Identifier) -> None:
+        namespace, name = names.table_name(identifier)
+        with translate_errors():
+            self._txn.drop_table(namespace, name)
+        self._tx._dropped((namespace, name))
+
+    def purge_table(self, identifier: str | Identifier) -> None:
+        """Drop the table; its files are deleted once the transaction commits."""
+        table = self.load_table(identifier)
+        self.drop_table(identifier)
+        self._tx._after_commit.append(lambda: purge_files(self._tx.owner, table))
+
+    def commit_table(
+        self,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> CommitTableResponse:
+        namespace, name = names.table_name(table.name())
+        creating = any(isinstance(r, AssertCreate) for r in requirements)
+        location = self._location(namespace, name)
+        state = self._tx._state(namespace, name, location)
+        current = None if location is None else self._tx.owner.read_metadata(location)
+        if current is None and not creating:
+            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+        for requirement in requirements:
+            requirement.validate(current)
+        metadata = update_table_metadata(
+            base_metadata=current if current is not None else self._empty_table_metadata(),
+            updates=updates,
+            enforce_validation=current is None,
+            metadata_location=location,
+        )
+        conflict_filter = table.take_conflict_filter() if isinstance(table, OlympiaTable) else None
+        if current is not None and location is not None and metadata == current:
+            return _response(current, location)
+        version = self._parse_metadata_version(location) + 1 if location is not None else 0
+        new_location = load_location_provider(
+            metadata.location, metadata.properties
+        ).new_table_metadata_file_location(version)
+        io = self._load_file_io(metadata.properties, new_location)
+        self._write_metadata(metadata, io, new_location)
+        self._tx.owner.remember_metadata(new_location, metadata)
+        with translate_errors():
+            if location is None:
+                self._require_namespace(namespace)
+                self._txn.create_table(namespace, name, new_location)
+            else:
+                self._txn.update_table(namespace, name, metadata_location=new_location)
+        state.commits.append(StagedCommit(tuple(requirements), tuple(updates), conflict_filter))
+        return _response(metadata, new_location)
+
+    # --- views ----------------------------------------------------------------------
+
+    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
+        ns = names.namespace_name(namespace)
+        if not self._txn.namespace_exists(ns):
+            if self._children(ns):
+                return []
+            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
+        with translate_errors():
+            return [names.identifier(ns, v) for v in self._txn.list_views(ns)]
+
+    def view_exists(self, identifier: str | Identifier) -> bool:
+        namespace, name = names.table_name(identifier)
+        return self._txn.view_exists(namespace, name)
+
+    def drop_view(self, identifier: str | Identifier) -> None:
+        namespace, name = names.table_name(identifier)
+        with translate_errors():
+            self._txn.drop_view(namespace, name)
+
+    def load_view(self, identifier: str | Identifier) -> View:
+        namespace, name = names.table_name(identifier)
+        with translate_errors():
+            info = self._txn.describe_view(namespace, name)
+        if not info.metadata_location:
+            raise ice.NoSuchViewError(
+                f"view {namespace}.{name} has no Iceberg view metadata (it was created through "
+                f"olympia's own API with SQL text only)"
+            )
+        return View(
+            names.identifier(namespace, name),
+            self._tx.owner.read_view_metadata(info.metadata_location),
+        )
+
+    def create_view(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        view_version: ViewVersion,
+        location: str | None = None,
+        properties: Properties = EMPTY_DICT,
+    ) -> View:
+        namespace, name = names.table_name(identifier)
+        self._require_namespace(namespace)
+        if self._txn.view_exists(namespace, name) or self._txn.table_exists(namespace, name):
+            raise ice.ViewAlreadyExistsError(f"view {namespace}.{name} already exists")
+        iceberg_schema = self._convert_schema_if_needed(schema)
+        location = location.rstrip("/") if location else self._default_location(namespace, name)
+        version = view_version.model_copy(update={"schema_id": iceberg_schema.schema_id})
+        metadata = ViewMetadata.model_validate(
+            {
+                "view-uuid": str(uuid4()),
+                "format-version": 1,
+                "location": location,
+                "schemas": [iceberg_schema],
+                "current-version-id": version.version_id,
+                "versions": [version],
+                "version-log": [
+                    {"timestamp-ms": version.timestamp_ms, "version-id": version.version_id}
+                ],
+                "properties": dict(properties),
+            }
+        )
+        metadata_location = f"{location}/metadata/00000-{uuid4()}.metadata.json"
+        io = self._load_file_io(location=metadata_location)
+        with io.new_output(metadata_location).create(overwrite=False) as out:
+            out.write(metadata.model_dump_json(by_alias=True, exclude_none=True).encode())
+        self._register_view(namespace, name, metadata, metadata_location)
+        return View(names.identifier(namespace, name), metadata)
+
+    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
+        namespace, name = names.table_name(identifier)
+        self._require_namespace(namespace)
+        metadata = self._tx.owner.read_view_metadata(metadata_location)
+        self._register_view(namespace, name, metadata, metadata_location)
+        return View(names.identifier(namespace, name), metadata)
+
+    def _register_view(
+        self, namespace: str, name: str, metadata: ViewMetadata, metadata_location: str
+    ) -> None:
+        version = next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
+        sql = version.representations[0].root if version.representations else None
+        schema = next(
+            (s for s in metadata.schemas if s.schema_id == version.schema_id), metadata.schemas[0]
+        )
+        with translate_errors():
+            self._txn.create_view(
+                namespace,
+                name,
+                sql.sql if sql is not None else "",
+                dialect=sql.dialect if sql is not None else "",
+                schema_json=schema.model_dump_json(),
+                properties=dict(metadata.properties),
+                metadata_location=metadata_location,
+            )
+
+
+def _response(metadata: TableMetadata, location: str) -> CommitTableResponse:
+    return CommitTableResponse.model_validate({"metadata": metadata, "metadata-location": location})
+
+
+def purge_files(owner: OlympiaCatalog, table: Table) -> None:
+    """Delete every file a dropped table's metadata reaches (best effort)."""
+    io = owner._load_file_io(table.metadata.properties, table.metadata_location)
+    metadata = table.metadata
+    manifest_lists: set[str] = set()
+    manifests: list[ManifestFile] = []
+    for snapshot in metadata.snapshots:
+        manifests += snapshot.manifests(io)
+        manifest_lists.add(snapshot.manifest_list)
+    delete_data_files(io, manifests)
+    delete_files(io, {m.manifest_path for m in manifests}, "manifest")
+    delete_files(io, manifest_lists, "manifest list")
+    delete_files(io, {log.metadata_file for log in metadata.metadata_log}, "previous metadata")
+    delete_files(io, {table.metadata_location}, "metadata")
+
+
+class IcebergMerge:
+    """The content merge of an :class:`IcebergTransaction` (the core's merge
+    hook, spec/iceberg.md §7): rebases the transaction's staged commits of a
+    table onto the newest committed metadata when a concurrent version
+    changed it, instead of refusing the commit."""
+
+    def __init__(self, tx: IcebergTransaction) -> None:
+        self._tx = tx
+        #: The metadata each table's staged commits are built on, once rebased.
+        self._bases: dict[tuple[str, str], TableMetadata] = {}
+        #: Files written for staged metadata that a rebase replaced.
+        self.obsolete_files: list[str] = []
+
+    def _by_key(self) -> dict[str, tuple[str, str]]:
+        keys = self._tx.key_codec()
+        return {keys.table(ns, name): (ns, name) for ns, name in self._tx._tables}
+
+    def keys(self) -> list[str]:
+        """Object keys of the tables whose content the transaction wrote or scanned."""
+        keys = self._tx.key_codec()
+        return [
+            keys.table(ns, name)
+            for (ns, name), state in self._tx._tables.items()
+            if state.commits or state.scans or state.recovered
+        ]
+
+    def rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
+        """Rebuild the staged commits of each table in ``changed_keys`` on its
+        metadata in ``latest`` (a read view of the newest committed version);
+        return ``{object key: new metadata location}`` for the tables written.
+
+        Raises:
+            CommitConflictException: a rule of spec/iceberg.md §8 refuses it.
+        """
+        tx = self._tx
+        by_key = self._by_key()
+        version = getattr(latest, "version", None)
+        out: dict[str, str] = {}
+        for key in changed_keys:
+            if key not in by_key:
+                continue
+            namespace, name = by_key[key]
+            table = f"{namespace}.{name}"
+            state = tx._tables[(namespace, name)]
+            theirs_location = latest.describe_table(namespace, name).metadata_location
+            theirs = tx.owner.read_metadata(theirs_location)
+            base = self._base(namespace, name, state)
+            if base is None:
+                continue  # created by this transaction: a concurrent create is structural
+            io = tx.owner._load_file_io(theirs.properties, theirs_location)
+            if state.recovered and not state.commits:
+                raise CommitConflictException(
+                    f"table {table} was changed by version {version} while distributed "
+                    f"transaction {tx.id} was staged in another process; its staged commits "
+                    f"cannot be rebased after resume (rule resumed-without-commits)",
+                    table=table,
+                    version=version,
+                    rule="resumed-without-commits",
+                )
+            if not state.commits:
+                rebase.check_scans(
+                    io, table, base, theirs, state.scans, isolation=tx.isolation, version=version
+                )
+                self._bases[(namespace, name)] = theirs
+                continue
+            rebased = rebase.rebase_table(
+                io,
+                table,
+                base,
+                state.commits,
+                theirs,
+                isolation=tx.isolation,
+                scans=state.scans,
+                version=version,
+            )
+            new_location = load_location_provider(
+                rebased.metadata.location, rebased.metadata.properties
+            ).new_table_metadata_file_location(
+                MetastoreCatalog._parse_metadata_version(theirs_location) + 1
+            )
+            out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
+            MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
+            tx.owner.remember_metadata(new_location, rebased.metadata)
+            self.obsolete_files.extend(rebased.obsolete_files)
+            self._bases[(namespace, name)] = theirs
+            out[key] = new_location
+        return out
+
+    def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
+        known = self._bases.get((namespace, name))
+        if known is not None:
+            return known
+        if state.base_location is None:
+            return None
+        return self._tx.owner.read_metadata(state.base_location)
+
+
+class IcebergTransaction:
+    """A transaction over the Iceberg tables of an olympia catalog.
+
+    Offers the namespace and table methods of a PyIceberg ``Catalog``
+    (through :attr:`catalog`, and directly); tables loaded through it read
+    the transaction's begin version plus its own writes, and stage their
+    commits in it. :meth:`commit` publishes everything in one catalog
+    version; :meth:`rollback` (or an exception in a ``with`` block) publishes
+    nothing and deletes the files the transaction wrote.
+    """
+
+    def __init__(self, owner: OlympiaCatalog, txn: OlympiaTransaction) -> None:
+        self.owner = owner
+        self.olympia_transaction = txn
+        #: Files opened for writing by this transaction's tables and catalog, in order.
+        self.written_files: list[str] = []
+        self._tables: dict[tuple[str, str], TableState] = {}
+        self._after_commit: list[Callable[[], None]] = []
+        self._keys: KeyCodec | None = None
+        self.catalog = TransactionCatalog(self)
+        self.merge = IcebergMerge(self)
+        set_merge = getattr(txn, "set_content_merge", None)
+        if set_merge is not None:  # the core's merge hook (spec/transactions.md)
+            set_merge(self.merge)
+
+    # --- state ------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.olympia_transaction.id
+
+    @property
+    def isolation(self) -> str:
+        return self.olympia_transaction.isolation
+
+    @property
+    def begin_version(self) -> int:
+        return self.olympia_transaction.begin_version
+
+    @property
+    def status(self) -> str:
+        """``open``, ``committed``, ``rolled_back`` or ``failed``."""
+        return self.olympia_transaction.status
+
+    @property
+    def tables(self) -> dict[Identifier, TableState]:
+        """What the transaction did to each table it touched, by identifier."""
+        return {names.identifier(*k): v for k, v in self._tables.items()}
+
+    def key_codec(self) -> KeyCodec:
+        """The object key encoding of the catalog."""
+        if self._keys is None:
+            self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
+        return self._keys
+
+    def _state(self, namespace: str, name: str, location: str | None) -> TableState:
+        """The state of table ``namespace.name``, made on first use from
+        ``location``, its metadata location as this transaction sees it now:
+        every write to a table makes its state first, so a table without one
+        is as committed at the begin version."""
+        key = (namespace, name)
+        state = self._tables.get(key)
+        if state is None:
+            state = self._tables[key] = TableState(location)
+        return state
+
+    def _renamed(self, old: tuple[str, str], new: tuple[str, str]) -> None:
+        if old in self._tables:
+            self._tables[new] = self._tables.pop(old)
+
+    def _dropped(self, key: tuple[str, str]) -> None:
+        self._tables.pop(key, None)
+
+    def recover_written_files(self) -> None:
+        """After ``resume``: find the tables this transaction wrote and the files
+        it wrote for them, from its actions and its staged metadata.
+
+        New metadata files are the staged metadata file and its metadata log
+        entries that the committed metadata does not have; new manifest lists,
+        manifests and data files are those of the snapshots the staged
+        metadata adds, data files only under the table's ``data/`` folder
+        (files added with ``add_files`` elsewhere belong to the user).
+        """
+        txn = self.olympia_transaction
+        tables = {
+            (a.table.namespace, a.table.name)
+            for a in txn.actions
+            if a.type in (A.TABLE_CREATE, A.TABLE_UPDATE, A.TABLE_RENAME)
+        }
+        for namespace, name in sorted(tables):
+            if not txn.table_exists(namespace, name):
+                continue
+            staged_location = txn.describe_table(namespace, name).metadata_location
+            base = self.owner.committed_location(self.begin_version, namespace, name)
+            state = self._state(namespace, name, base)
+            if staged_location == state.base_location:
+                continue
+            state.recovered = True
+            self.written_files.extend(self._new_files(state.base_location, staged_location))
+
+    def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
+        owner = self.owner
+        staged = owner.read_metadata(staged_location)
+        base = owner.read_metadata(base_location) if base_location else None
+        old_files = {base_location} if base_location else set()
+        old_snapshots: set[int] = set()
+        if base is not None:
+            old_files |= {e.metadata_file for e in base.metadata_log}
+            old_snapshots = {s.snapshot_id for s in base.snapshots}
+        out = [
+            f
+            for f in [*(e.metadata_file for e in staged.metadata_log), staged_location]
+            if f not in old_files
+        ]
+        new_ids = {s.snapshot_id for s in staged.snapshots} - old_snapshots
+        io = owner._load_file_io(staged.properties, staged_location)
+        data_prefix = staged.location.rstrip("/") + "/data/"
+        for snapshot in staged.snapshots:
+            if snapshot.snapshot_id not in new_ids:
+                continue
+            out.append(snapshot.manifest_list)
+            for manifest in snapshot.manifests(io):
+                if manifest.added_snapshot_id not in new_ids:
+                    continue
+                out.append(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    path = entry.data_file.file_path
+                    if (
+                        entry.status == ManifestEntryStatus.ADDED
+                        and entry.snapshot_id in new_ids
+                        and path.startswith(data_prefix)
+                    ):
+                        out.append(path)
+        return out
+
+    # --- the Catalog's methods ----------------------------------------------------
+
+    def create_namespace(
+        self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
+    ) -> None:
+        self.catalog.create_namespace(namespace, properties)
+
+    def create_namespace_if_not_exists(
+        self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
+    ) -> None:
+        self.catalog.create_namespace_if_not_exists(namespace, properties)
+
+    def drop_namespace(self, namespace: str | Identifier) -> None:
+        self.catalog.drop_namespace(namespace)
+
+    def namespace_exists(self, namespace: str | Identifier) -> bool:
+        return self.catalog.namespace_exists(namespace)
+
+    def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
+        return self.catalog.list_namespaces(namespace)
+
+    def load_namespace_properties(self, namespace: str | Identifier) -> Properties:
+        return self.catalog.load_namespace_properties(namespace)
+
+    def update_namespace_properties(
+        self,
+        namespace: str | Identifier,
+        removals: set[str] | None = None,
+        updates: Properties = EMPTY_DICT,
+    ) -> PropertiesUpdateSummary:
+        return self.catalog.update_namespace_properties(namespace, removals, updates)
+
+    def create_table(
+        self, identifier: str | Identifier, schema: Schema | pa.Schema, **kwargs: Any
+    ) -> Table:
+        return self.catalog.create_table(identifier, schema, **kwargs)
+
+    def create_table_if_not_exists(
+        self, identifier: str | Identifier, schema: Schema | pa.Schema, **kwargs: Any
+    ) -> Table:
+        return self.catalog.create_table_if_not_exists(identifier, schema, **kwargs)
+
+    def create_table_transaction(
+        self, identifier: str | Identifier, schema: Schema | pa.Schema, **kwargs: Any
+    ) -> CreateTableTransaction:
+        return self.catalog.create_table_transaction(identifier, schema, **kwargs)
+
+    def load_table(self, identifier: str | Identifier) -> Table:
+        return self.catalog.load_table(identifier)
+
+    def register_table(
+        self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False
+    ) -> Table:
+        return self.catalog.register_table(identifier, metadata_location, overwrite)
+
+    def rename_table(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> Table:
+        return self.catalog.rename_table(from_identifier, to_identifier)
+
+    def drop_table(self, identifier: str | Identifier) -> None:
+        self.catalog.drop_table(identifier)
+
+    def purge_table(self, identifier: str | Identifier) -> None:
+        self.catalog.purge_table(identifier)
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        return self.catalog.table_exists(identifier)
+
+    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+        return self.catalog.list_tables(namespace)
+
+    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
+        return self.catalog.list_views(namespace)
+
+    def view_exists(self, identifier: str | Identifier) -> bool:
+        return self.catalog.view_exists(identifier)
+
+    def load_view(self, identifier: str | Identifier) -> View:
+        return self.catalog.load_view(identifier)
+
+    def drop_view(self, identifier: str | Identifier) -> None:
+        self.catalog.drop_view(identifier)
+
+    # --- ending -----------------------------------------------------------------------
+
+    def distribute(self) -> str:
+        """Persist the transaction so that ``OlympiaCatalog.resume(id)`` continues
+        it in any process; returns its id (spec/iceberg.md §6)."""
+        return self.olympia_transaction.distribute()
+
+    def commit(self) -> int:
+        """Publish every staged change in one catalog version; return it.
+
+        Raises:
+            CommitConflictException: a concurrent commit conflicts; nothing was
+                published and the files this transaction wrote are deleted.
+            olympia.CommitFailedError: storage failed while publishing; the
+                outcome is unknown (the written files are kept).
+        """
+        try:
+            version = self.olympia_transaction.commit()
+        except oe.CommitConflictError as exc:
+            if exc.rule != "transaction-claimed":
+                self._delete_written()
+            raise CommitConflictException(
+                str(exc),
+                table=", ".join(".".join(k) for k in self._tables) or "-",
+                version=exc.version,
+                rule=exc.rule or "conflict",
+            ) from exc
+        if self.merge.obsolete_files:
+            self._after_commit.append(self._delete_obsolete)
+        for action in self._after_commit:
+            try:
+                action()
+            except Exception:  # the commit stands; a leftover file is only an orphan
+                logger.warning("cleanup after commit %s failed", version, exc_info=True)
+        return version
+
+    def rollback(self) -> None:
+        """Publish nothing; delete the metadata, manifest and data files this
+        transaction wrote (none of them is referenced by a committed version)."""
+        self.olympia_transaction.rollback()
+        self._delete_written()
+
+    def _delete_obsolete(self) -> None:
+        files = self.merge.obsolete_files
+        io = self.owner._load_file_io(location=files[0])
+        for path in dict.fromkeys(files):
+            with contextlib.suppress(OSError, ValueError):
+                io.delete(path)
+
+    def _delete_written(self) -> None:
+        if not self.written_files:
+            return
+        io = self.owner._load_file_io(location=self.written_files[0])
+        for path in dict.fromkeys(self.written_files):
+            try:
+                io.delete(path)
+            except (OSError, ValueError):
+                logger.debug("could not delete %s", path, exc_info=True)
+        self.written_files.clear()
+
+    def __enter__(self) -> IcebergTransaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.status != "open":
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    def __repr__(self) -> str:
+        return f"IcebergTransaction({self.id!r}, {self.status})"
+
+
+__all__ = [
+    "ICEBERG_FORMAT",
+    "IcebergTransaction",
+    "MetastoreCatalog",
+    "OlympiaTable",
+    "TableState",
+    "TransactionCatalog",
+    "translate_errors",
+]

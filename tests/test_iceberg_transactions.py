@@ -1,0 +1,304 @@
+"""Multi-table Iceberg transactions on OlympiaCatalog (spec/iceberg.md §6):
+atomic commit, snapshot reads, rollback without orphaned files, distributed
+transactions resumed in another process, and S3 through moto."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from iceberg_helpers import files_under, ids_of, olympia_catalog, rows, table_files
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from olympia.iceberg import CommitConflictException, IcebergTransaction, OlympiaCatalog
+from olympia.proto.actions_pb2 import ActionType
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> tuple[OlympiaCatalog, Path]:
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.a", SCHEMA).append(rows([1]))
+    cat.create_table("ns.b", SCHEMA).append(rows([2]))
+    return cat, root
+
+
+def test_multi_table_commit_is_one_version(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, _ = lake
+    before = cat.olympia.version
+    with cat.transaction() as tx:
+        assert isinstance(tx, IcebergTransaction)
+        tx.load_table("ns.a").append(rows([10]))
+        tx.load_table("ns.b").append(rows([20]))
+        tx.create_table("ns.c", SCHEMA).append(rows([30]))
+        # Nothing is visible outside before the commit.
+        assert ids_of(cat.load_table("ns.a")) == [1]
+        assert not cat.table_exists("ns.c")
+    assert cat.olympia.version == before + 1
+    assert ids_of(cat.load_table("ns.a")) == [1, 10]
+    assert ids_of(cat.load_table("ns.b")) == [2, 20]
+    assert ids_of(cat.load_table("ns.c")) == [30]
+    last = cat.olympia.history()[-1]
+    written = {
+        (a.table.namespace, a.table.name)
+        for a in last.actions
+        if a.type in (ActionType.TABLE_CREATE, ActionType.TABLE_UPDATE)
+    }
+    assert written == {("ns", "a"), ("ns", "b"), ("ns", "c")}
+
+
+def test_transaction_reads_its_snapshot_and_own_writes(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, _ = lake
+    tx = cat.begin()
+    table = tx.load_table("ns.a")
+    table.append(rows([5]))
+    cat.load_table("ns.b").append(rows([99]))  # committed outside, after begin
+    assert ids_of(tx.load_table("ns.a")) == [1, 5]
+    assert ids_of(tx.load_table("ns.b")) == [2]
+    with table.update_schema() as update:  # a second staged commit of the same table
+        update.rename_column("v", "label")
+    assert [f.name for f in tx.load_table("ns.a").schema().fields] == ["id", "label"]
+    state = tx.tables[("ns", "a")]
+    assert len(state.commits) == 2 and state.base_location is not None
+    assert tx.commit() == cat.olympia.version
+    loaded = cat.load_table("ns.a")
+    assert ids_of(loaded) == [1, 5] and loaded.schema().fields[1].name == "label"
+    assert ids_of(cat.load_table("ns.b")) == [2, 99]
+
+
+def test_scans_and_delete_filters_are_recorded(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, _ = lake
+    with cat.transaction(isolation="serializable") as tx:
+        a = tx.load_table("ns.a")
+        assert a.scan(row_filter="id > 0").to_arrow().num_rows == 1
+        b = tx.load_table("ns.b")
+        b.delete("id = 2")
+        state_a, state_b = tx.tables[("ns", "a")], tx.tables[("ns", "b")]
+        assert [str(s.row_filter) for s in state_a.scans] == [
+            "GreaterThan(term=Reference(name='id'), literal=LongLiteral(0))"
+        ]
+        assert state_a.commits == []
+        assert state_b.commits and state_b.commits[-1].conflict_filter is not None
+        assert "id" in str(state_b.commits[-1].conflict_filter)
+    assert ids_of(cat.load_table("ns.b")) == []
+
+
+def test_rollback_changes_nothing_and_leaves_no_file(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, root = lake
+    files = table_files(root)
+    version = cat.olympia.version
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([7, 8]))
+    tx.load_table("ns.b").overwrite(rows([9]))
+    tx.create_table("ns.c", SCHEMA).append(rows([3]))
+    assert table_files(root) != files
+    tx.rollback()
+    assert tx.status == "rolled_back"
+    assert table_files(root) == files
+    assert cat.olympia.version == version
+    assert ids_of(cat.load_table("ns.a")) == [1] and ids_of(cat.load_table("ns.b")) == [2]
+    assert not cat.table_exists("ns.c")
+
+
+def test_exception_in_with_block_rolls_back(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, root = lake
+    files = table_files(root)
+    version = cat.olympia.version
+    with pytest.raises(RuntimeError, match="boom"), cat.transaction() as tx:
+        tx.load_table("ns.a").append(rows([7]))
+        tx.drop_table("ns.b")
+        raise RuntimeError("boom")
+    assert table_files(root) == files
+    assert cat.olympia.version == version
+    assert ids_of(cat.load_table("ns.a")) == [1] and cat.table_exists("ns.b")
+
+
+def test_conflicting_transaction_is_refused_and_cleans_up(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    cat, root = lake
+    files = table_files(root)
+    dropper, writer = cat.begin(), cat.begin()
+    writer.load_table("ns.a").append(rows([4]))
+    dropper.drop_table("ns.a")
+    dropper.commit()
+    with pytest.raises(CommitConflictException) as info:
+        writer.commit()
+    assert isinstance(info.value, CommitFailedException)
+    assert "ns.a" in info.value.table and info.value.version == cat.olympia.version
+    assert table_files(root) == files  # the writer's files are gone; the dropped table's stay
+    with pytest.raises(NoSuchTableError):
+        cat.load_table("ns.a")
+
+
+def test_failed_requirement_in_single_commit_writes_no_metadata(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    cat, root = lake
+    stale = cat.load_table("ns.a")
+    with cat.load_table("ns.a").update_spec() as spec:
+        spec.add_identity("v")
+    current = cat.load_table("ns.a").metadata_location
+    files = {f for f in table_files(root) if f.endswith(".metadata.json")}
+    with pytest.raises(CommitFailedException, match="partition"), stale.update_spec() as spec:
+        spec.add_identity("id")
+    assert {f for f in table_files(root) if f.endswith(".metadata.json")} == files
+    assert cat.load_table("ns.a").metadata_location == current
+
+
+def _run(code: str, cwd: Path) -> str:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(Path(__file__).parent)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_distribute_and_commit_in_another_process(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, root = lake
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([11]))
+    txn_id = tx.distribute()
+    out = _run(
+        f"""
+        from iceberg_helpers import olympia_catalog, rows, ids_of
+        cat = olympia_catalog("file://{root}")
+        tx = cat.resume({txn_id!r})
+        assert ids_of(tx.load_table("ns.a")) == [1, 11]
+        tx.load_table("ns.b").append(rows([22]))
+        print(tx.commit())
+        """,
+        root,
+    )
+    assert int(out) == cat.olympia.version
+    assert ids_of(cat.load_table("ns.a")) == [1, 11]
+    assert ids_of(cat.load_table("ns.b")) == [2, 22]
+
+
+def test_distribute_and_rollback_in_another_process(lake: tuple[OlympiaCatalog, Path]) -> None:
+    cat, root = lake
+    files = table_files(root)
+    version = cat.olympia.version
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([11]))
+    tx.create_table("ns.c", SCHEMA).append(rows([12]))
+    txn_id = tx.distribute()
+    assert table_files(root) != files
+    _run(
+        f"""
+        from iceberg_helpers import olympia_catalog
+        cat = olympia_catalog("file://{root}")
+        cat.resume({txn_id!r}).rollback()
+        """,
+        root,
+    )
+    assert table_files(root) == files
+    # The distributed transaction's own catalog object came and went; no table changed.
+    assert cat.olympia.version == version + 2
+    assert ids_of(cat.load_table("ns.a")) == [1] and not cat.table_exists("ns.c")
+
+
+def test_s3_through_moto(moto_server: Any) -> None:
+    uri, _ = moto_server.location("iceberg")
+    props = {
+        "s3.endpoint": moto_server.endpoint_url,
+        "s3.region": "us-east-1",
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+    }
+    cat = olympia_catalog(uri, **props)
+    cat.create_namespace("ns")
+    table = cat.create_table("ns.t", SCHEMA)
+    assert table.location() == f"{uri}/ns.db/t"
+    table.append(rows([1, 2]))
+    assert ids_of(cat.load_table("ns.t")) == [1, 2]
+    with cat.transaction() as tx:  # type: ignore[attr-defined]
+        tx.load_table("ns.t").append(rows([3]))
+        tx.create_table("ns.u", SCHEMA).append(rows([4]))
+    again = olympia_catalog(uri, **props)
+    assert ids_of(again.load_table("ns.t")) == [1, 2, 3]
+    assert ids_of(again.load_table("ns.u")) == [4]
+    keys = {
+        o["Key"]
+        for o in moto_server.boto3_client().list_objects_v2(
+            Bucket=moto_server.bucket, Prefix=uri.split("/", 3)[3]
+        )["Contents"]
+    }
+    assert any("/ns.db/t/data/" in k for k in keys) and any("/vn/" in k for k in keys)
+
+
+def test_files_outside_tables_are_the_catalogs_own(lake: tuple[OlympiaCatalog, Path]) -> None:
+    _, root = lake
+    tops = {f.split(os.sep, 1)[0] for f in files_under(root)}
+    assert "ns.db" in tops
+    assert all(t.endswith(".db") or (not t.endswith(".db") and "." not in t) for t in tops)
+
+
+def test_merge_hook_rebases_the_changed_tables(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The content merge given to the core: keys() names the tables written or
+    scanned; rebase() hands each changed table to rebase.rebase_table (written)
+    or rebase.check_scans (only scanned) and writes the rebased metadata."""
+    from pyiceberg.table.update import update_table_metadata
+
+    from olympia.iceberg import rebase
+    from olympia.iceberg.rebase import Rebased
+
+    cat, _ = lake
+    tx = cat.begin(isolation="serializable")
+    tx.load_table("ns.a").transaction().set_properties(ours="1").commit_transaction()
+    tx.load_table("ns.b").scan(row_filter="id = 2").to_arrow()
+    keys = tx.key_codec()
+    key_a, key_b = keys.table("ns", "a"), keys.table("ns", "b")
+    assert sorted(tx.merge.keys()) == sorted([key_a, key_b])
+
+    cat.load_table("ns.a").transaction().set_properties(theirs="1").commit_transaction()
+    cat.load_table("ns.b").append(rows([3]))
+    calls: list[tuple[str, int | None, int]] = []
+
+    def fake_rebase(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+        calls.append((table, version, len(commits)))
+        metadata = theirs
+        for commit in commits:
+            metadata = update_table_metadata(metadata, commit.updates)
+        return Rebased(metadata)
+
+    def fake_check(io, table, base, theirs, scans, *, isolation, version=None):  # type: ignore[no-untyped-def]
+        calls.append((table, version, len(scans)))
+
+    monkeypatch.setattr(rebase, "rebase_table", fake_rebase)
+    monkeypatch.setattr(rebase, "check_scans", fake_check)
+    latest = cat.olympia.latest()
+    out = tx.merge.rebase(latest, [key_a, key_b])
+    assert list(out) == [key_a]
+    merged = cat.read_metadata(out[key_a])
+    assert merged.properties["ours"] == "1" and merged.properties["theirs"] == "1"
+    theirs_location = latest.describe_table("ns", "a").metadata_location
+    assert out[key_a].rsplit("/", 1)[-1].startswith("00003-")
+    assert theirs_location.rsplit("/", 1)[-1].startswith("00002-")
+    assert calls == [("ns.a", latest.version, 1), ("ns.b", latest.version, 1)]
+    tx.rollback()
