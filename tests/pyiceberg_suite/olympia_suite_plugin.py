@@ -2,6 +2,9 @@
 
 * Marks the cases that ``xfail.tsv`` lists as ``xfail`` for this run's
   backend as expected to fail, strictly: a listed case that passes fails.
+* Lets ``load_catalog(name)`` take ``py-catalog-impl`` from the environment
+  (``PYICEBERG_CATALOG__<NAME>__PY_CATALOG_IMPL``), which PyIceberg 0.12.0
+  ignores (see ``_load_catalog_reads_configured_impl``).
 * Writes a JSON report to ``OLYMPIA_SUITE_REPORT``: every collected test id
   and the outcome of each (``passed``, ``failed``, ``error``, ``skipped``,
   ``xfailed``), with the failure text of the ones that did not pass.
@@ -90,7 +93,34 @@ class _Report:
         Path(self.path).write_text(json.dumps(data, indent=1))
 
 
+def _load_catalog_reads_configured_impl() -> None:
+    """Make ``load_catalog(name)`` honour ``py-catalog-impl`` from the catalog's configuration.
+
+    PyIceberg 0.12.0's ``load_catalog`` looks for ``py-catalog-impl`` only among
+    its keyword arguments: given in ``PYICEBERG_CATALOG__<NAME>__PY_CATALOG_IMPL``
+    (or ``.pyiceberg.yaml``) it is ignored and the catalog type is inferred
+    from ``uri``, which fails. ``tests/integration/test_catalog.py`` loads its
+    catalog as ``load_catalog(os.environ["PYICEBERG_TEST_CATALOG"])``; this
+    wrapper passes the named catalog's configuration (``py-catalog-impl``
+    included) as keyword arguments, which is what ``load_catalog`` does with
+    any other property. Installed before the test modules import the function.
+    """
+    import pyiceberg.catalog as catalogs
+
+    original = catalogs.load_catalog
+
+    def load_catalog(name: str | None = None, **properties: str | None) -> Any:
+        if name is not None and "py-catalog-impl" not in properties:
+            configured = catalogs._ENV_CONFIG.get_catalog_config(name) or {}
+            if "py-catalog-impl" in configured:
+                properties = {**configured, **properties}
+        return original(name, **properties)
+
+    catalogs.load_catalog = load_catalog
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _load_catalog_reads_configured_impl()
     backend = os.environ["OLYMPIA_SUITE_BACKEND"]
     report = _Report(os.environ["OLYMPIA_SUITE_REPORT"], load_expectations(backend))
     config.pluginmanager.register(report, "olympia_suite_report")
