@@ -31,6 +31,7 @@ from olympia.errors import (
     ViewAlreadyExistsError,
     ViewNotFoundError,
 )
+from olympia.transaction import ContentMerge
 
 __all__ = [
     "Catalog",
@@ -39,6 +40,7 @@ __all__ = [
     "CatalogVersion",
     "CommitConflictError",
     "CommitFailedError",
+    "ContentMerge",
     "CorruptCatalogError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",

@@ -20,7 +20,7 @@ from olympia.errors import (
 from olympia.layout import MAX_VERSION
 from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
 from olympia.node import EMPTY_LEAF
-from olympia.objects import TransactionInfo, parse
+from olympia.objects import ObjectChange, TransactionInfo, parse
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
 from olympia.storage import Storage, open_storage
@@ -165,6 +165,34 @@ class Catalog:
             except VersionNotFoundError:
                 if v >= self.oldest_version:
                     raise  # not expired meanwhile: really missing
+        return out
+
+    def diff(self, from_version: int, to_version: int) -> list[ObjectChange]:
+        """The objects added, removed or changed from ``from_version`` to
+        ``to_version``, in key order (namespaces, tables, views, transactions).
+
+        Reads only the tree nodes that differ between the two versions.
+
+        Raises:
+            VersionNotFoundError: a version does not exist or was expired.
+            InvalidArgumentError: a version is not an integer in [0, 2**63).
+        """
+        validate.require_version("from_version", from_version)
+        validate.require_version("to_version", to_version)
+        a = self.at_version(from_version)
+        b = self.at_version(to_version)
+        keys = b.keys
+        out: list[ObjectChange] = []
+        with self._store.reading(min(from_version, to_version)):
+            for key, va, vb in tree.diff(a.root.node, b.root.node, self._store.load_node):
+                if va is not None and vb is not None:
+                    if self._store.read_value(va) == self._store.read_value(vb):
+                        continue
+                    change = "changed"
+                else:
+                    change = "added" if va is None else "removed"
+                decoded = keys.decode(key)
+                out.append(ObjectChange(decoded.object_type.name.lower(), decoded.parts, change))
         return out
 
     # --- transactions ---------------------------------------------------------------

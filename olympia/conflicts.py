@@ -9,7 +9,7 @@ committing one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from olympia.errors import CommitConflictError, CorruptCatalogError, VersionNotFoundError
 from olympia.proto import actions_pb2 as apb
@@ -105,6 +105,21 @@ class Footprint:
         for a in actions:
             fp.add(a)
         return fp
+
+
+def judge_by_merge(pending: Footprint, merged: frozenset[str]) -> Footprint:
+    """Leave the content of the ``merged`` keys to a content-merge hook
+    (spec/transactions.md §4.3). In ``pending`` itself, a content read of a
+    merged key becomes a membership read; the footprint returned is the one
+    for the write-write rules, without the merged keys' (content-only) writes.
+    The writes stay in ``pending``, for the edges into it in §4.2."""
+    for key in merged & pending.content_reads:
+        pending.content_reads.discard(key)
+        pending.member_reads.add(key)
+    if not any(key in pending.writes for key in merged):
+        return pending
+    writes = {k: m for k, m in pending.writes.items() if k not in merged}
+    return replace(pending, writes=writes)
 
 
 def sees(reader: Footprint, writer: Footprint) -> str | None:

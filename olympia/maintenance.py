@@ -844,11 +844,16 @@ def check_files(store: CatalogStore) -> FileCheck:
     # Open distributed transactions: every state file of each one listed.
     latest_root = kept.roots[-1]
     keys = key_codec(latest_root.definition)
-    with fresh.reading(latest_root.version):
-        open_ids = [
-            k[4:].rstrip()
-            for k, _ in tree.scan(latest_root.node, keys.transactions_prefix(), fresh.load_node)
-        ]
+    open_ids: list[str] = []
+    try:
+        with fresh.reading(latest_root.version):
+            for k, _ in tree.scan(latest_root.node, keys.transactions_prefix(), fresh.load_node):
+                open_ids.append(k[4:].rstrip())
+    except CorruptCatalogError as exc:
+        # A node on the way is missing or damaged: it is reported above (or
+        # here, if it was not); the transactions behind it cannot be listed.
+        if not any(p in str(exc) for p in [*kept.missing, *damaged]):
+            damaged.append(f"cannot list the open distributed transactions: {exc}")
     states = _state_files(storage)
     for txn_id in open_ids:
         paths = states.get(txn_id, [])

@@ -96,3 +96,21 @@ class TransactionInfo:
             msg.expires_at_millis,
             dict(msg.properties),
         )
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    """One object that differs between two versions (``Catalog.diff``).
+
+    ``kind`` is ``namespace``, ``table``, ``view`` or ``transaction``;
+    ``parts`` its name (namespace, or namespace and name, or transaction id);
+    ``change`` is ``added``, ``removed`` or ``changed``.
+    """
+
+    kind: str
+    parts: tuple[str, ...]
+    change: str
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.parts)

@@ -6,9 +6,9 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from olympia import layout, tree, validate
 from olympia.conflicts import (
@@ -21,6 +21,7 @@ from olympia.conflicts import (
     check_snapshot,
     footprint_from_root,
     is_write,
+    judge_by_merge,
     sees,
 )
 from olympia.definition import ISOLATION_LEVELS
@@ -104,6 +105,26 @@ def _now_millis() -> int:
     return int(time.time() * 1000)
 
 
+class ContentMerge(Protocol):
+    """A hook that judges, and merges, concurrent changes to the content of
+    some tables for a committing transaction (spec/transactions.md §4.3).
+    Set with :meth:`Transaction.set_content_merge`; a format layer (Iceberg)
+    implements it, the core knows no table format."""
+
+    def keys(self) -> Collection[str]:
+        """The object keys (``Transaction.keys.table(ns, name)``) of the tables
+        whose content this hook judges."""
+        ...
+
+    def rebase(self, latest: CatalogReader, changed: frozenset[str]) -> Mapping[str, str]:
+        """Judge the versions committed since the last check, which changed the
+        ``changed`` keys (content or membership); ``latest`` is a read-only view
+        of the newest of them. Return ``{key: metadata_location}`` for the keys
+        of ``changed`` whose TABLE_UPDATE writes are to point elsewhere; raise
+        a CommitConflictError (or a subclass) to refuse the commit."""
+        ...
+
+
 #: One recorded action, kept compact: (type, object key, target key, payload).
 #: The payload of a read is its ``found`` flag (a read has no other field);
 #: that of any other action is the action serialized deterministically.
@@ -183,6 +204,20 @@ class ActionLog:
 
     def has_write(self) -> bool:
         return any(r[0] in _WRITE_TYPES for r in self._records)
+
+    def patch_location(self, key: str, location: str) -> int:
+        """Point every TABLE_UPDATE of ``key`` at ``location``; how many there were."""
+        found = 0
+        for i, (t, k, target, payload) in enumerate(self._records):
+            if t != A.TABLE_UPDATE or k != key or isinstance(payload, bool):
+                continue
+            action = apb.Action.FromString(payload)
+            action.table.metadata_location = location
+            if "metadata_location" not in action.update_fields:
+                action.update_fields.append("metadata_location")
+            self._records[i] = (t, k, target, action.SerializeToString(deterministic=True))
+            found += 1
+        return found
 
     def encoded(self) -> Iterator[tuple[str, bytes]]:
         """``(object key, serialized action)`` per action, for the root or
@@ -287,6 +322,7 @@ class Transaction(CatalogReader):
         #: whose outcome is unknown (written again, unchanged, by a retry).
         self._pending_record: pb.DistributedTransaction | None = None
         self._unsettled: tuple[bytes, int] | None = None
+        self._merge: ContentMerge | None = None
         for action in actions:
             if is_write(action):
                 try:
@@ -313,6 +349,30 @@ class Transaction(CatalogReader):
     def actions(self) -> list[apb.Action]:
         """Copies of the actions recorded so far, in order."""
         return self._actions.since(0)
+
+    @property
+    def keys(self) -> KeyCodec:
+        """The object keys of this catalog (for a :class:`ContentMerge`)."""
+        return self._keys
+
+    def set_content_merge(self, merge: ContentMerge | None) -> None:
+        """Let ``merge`` judge concurrent changes to the content of its tables
+        when this transaction commits (spec/transactions.md §4.3); None
+        removes it. Kept by this handle only: set it again after ``resume``.
+
+        Raises:
+            InvalidArgumentTypeError: ``merge`` has no ``keys`` and ``rebase`` methods.
+            TransactionClosedError.
+        """
+        self._check_open(finishing=True)
+        if merge is not None and not (
+            callable(getattr(merge, "keys", None)) and callable(getattr(merge, "rebase", None))
+        ):
+            raise InvalidArgumentTypeError(
+                f"argument 'merge' must be a ContentMerge (methods keys and rebase) or None, "
+                f"got {validate.show(merge)}"
+            )
+        self._merge = merge
 
     def _check_open(self, finishing: bool = False) -> None:
         if self._status != "open":
@@ -850,14 +910,23 @@ class Transaction(CatalogReader):
             return begin
         own = self._keys.transaction(self.id)
         built: list[Footprint] = []
+        #: The keys whose content the hook judges (§4.3), and the footprint
+        #: for the write-write rules (without their writes).
+        merged: frozenset[str] = frozenset()
+        first_wins: list[Footprint] = []
 
         def pending() -> Footprint:
             """This transaction's footprint, built the first time a rebase needs it."""
+            nonlocal merged
             if not built:
                 fp = self._actions.footprint(begin + 1, begin)
                 if self._dist is not None:
                     fp.writes.pop(own, None)
+                if self._merge is not None:
+                    judged = self._merge.keys()
+                    merged = frozenset(k for k in judged if not fp.writes.get(k))
                 built.append(fp)
+                first_wins.append(judge_by_merge(fp, merged) if merged else fp)
             return built[0]
 
         store = self._store
@@ -892,8 +961,17 @@ class Transaction(CatalogReader):
                     fp = pending()
                     if relevant is None:
                         relevant = _replay_keys(fp, own if self._dist is not None else None)
-                    new = self._check(fp, checked, target.version)
-                    state = self._rebase(state, target, new, relevant)
+                    new = self._window(checked, target.version)
+                    patched = bool(merged) and self._merge_content(target, new, merged)
+                    if patched:  # the actions changed: encode them again
+                        encoded = PreparedActions(
+                            self._actions.encoded, len(self._actions), self.id, target.definition
+                        )
+                    check_snapshot(first_wins[0], new, self.isolation, self._describe)
+                    if patched:
+                        state = self._replay(target)
+                    else:
+                        state = self._rebase(state, target, new, relevant)
                     known.update((c.version, c) for c in new)
                     seen.extend(c for c in new if sees(fp, c) is not None)
                 checked = target.version
@@ -941,20 +1019,49 @@ class Transaction(CatalogReader):
             rule="retries-exhausted",
         )
 
-    def _check(self, pending: Footprint, checked: int, latest: int) -> list[Footprint]:
-        """The rules of spec §4.1 against the versions in ``(checked, latest]``;
-        return their footprints."""
+    def _window(self, checked: int, latest: int) -> list[Footprint]:
+        """The footprints of the versions in ``(checked, latest]``."""
         store, begin = self._store, self.begin_version
         try:
-            window = [footprint_of(store, v) for v in range(checked + 1, latest + 1)]
+            return [footprint_of(store, v) for v in range(checked + 1, latest + 1)]
         except VersionNotFoundError:
             raise CommitConflictError(
                 f"versions after {begin} were expired before transaction {self.id} committed",
                 version=begin + 1,
                 rule="history-expired",
             ) from None
-        check_snapshot(pending, window, self.isolation, self._describe)
-        return window
+
+    def _merge_content(
+        self, target: Root, new: Sequence[Footprint], merged: frozenset[str]
+    ) -> bool:
+        """Call the content-merge hook for the ``merged`` keys that the versions
+        ``new`` wrote, if any, and patch the TABLE_UPDATE actions it returns
+        (spec/transactions.md §4.3); whether any action changed."""
+        assert self._merge is not None
+        changed = frozenset(k for c in new for k in merged if k in c.writes)
+        if not changed:
+            return False
+        from olympia.catalog import CatalogVersion  # catalog imports this module
+
+        patches = self._merge.rebase(CatalogVersion(self._store, target), changed)
+        if not isinstance(patches, Mapping):
+            raise OlympiaError(
+                f"the content-merge hook of transaction {self.id} returned {patches!r}, "
+                f"not a mapping of object keys to metadata locations"
+            )
+        for key, location in patches.items():
+            if key not in changed or not isinstance(location, str) or not location:
+                raise OlympiaError(
+                    f"the content-merge hook of transaction {self.id} returned {key!r}: "
+                    f"{location!r}; it may only give a non-empty metadata location for a key "
+                    f"it was asked about ({sorted(changed)})"
+                )
+            if not self._actions.patch_location(key, location):
+                raise OlympiaError(
+                    f"the content-merge hook of transaction {self.id} returned a location for "
+                    f"{self._describe(key)}, which the transaction does not update"
+                )
+        return bool(patches)
 
     def _rebase(
         self,

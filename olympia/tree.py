@@ -320,3 +320,58 @@ def check(root: Node, order: int, loader: Loader) -> int:
         return total
 
     return walk(root, True, None, None)
+
+
+def _leaves(root: Node, loader: Loader, skip: frozenset[str]) -> tuple[list[str | Node], set[str]]:
+    """The leaves under ``root`` (paths, or the nodes themselves when not
+    written yet) and every child path seen; subtrees whose path is in
+    ``skip`` are not entered."""
+    leaves: list[str | Node] = []
+    seen: set[str] = set()
+
+    def walk(node: Node) -> None:
+        if node.is_leaf:
+            leaves.append(node)
+            return
+        for child in node.children:
+            if isinstance(child, Node):
+                walk(child)
+                continue
+            seen.add(child)
+            if child in skip:
+                continue
+            if node.height == 1:
+                leaves.append(child)
+            else:
+                walk(loader(child))
+
+    walk(root)
+    return leaves, seen
+
+
+def diff(a: Node, b: Node, loader: Loader) -> Iterator[tuple[str, Value | None, Value | None]]:
+    """``(key, value in a, value in b)`` for every key whose value differs
+    between the trees ``a`` and ``b`` (None: absent), in key order.
+
+    Node files are named by their content, so a subtree both trees reach by
+    the same path is identical and is not read: the cost is proportional to
+    the nodes that differ (plus the internal nodes of both trees).
+    """
+    _, paths_a = _leaves(a, loader, frozenset())
+    _, paths_b = _leaves(b, loader, frozenset())
+    shared = frozenset(paths_a & paths_b)
+    only_a, _ = _leaves(a, loader, shared)
+    only_b, _ = _leaves(b, loader, shared)
+
+    def entries(leaves: list[str | Node]) -> dict[str, Value]:
+        out: dict[str, Value] = {}
+        for leaf in leaves:
+            node = loader(leaf) if isinstance(leaf, str) else leaf
+            out.update(zip(node.keys, node.values))
+        return out
+
+    left, right = entries(only_a), entries(only_b)
+    for key in sorted(left.keys() | right.keys()):
+        va, vb = left.get(key), right.get(key)
+        if va != vb:
+            yield key, va, vb

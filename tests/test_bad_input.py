@@ -151,6 +151,8 @@ def _rows() -> list[Row]:
     # Catalog
     add("Catalog", "at_version", {}, version=VERSION)
     add("Catalog", "rollback_to", {}, version=VERSION)
+    add("Catalog", "diff", {"from_version": 0, "to_version": 0}, from_version=VERSION)
+    add("Catalog", "diff", {"from_version": 0, "to_version": 0}, to_version=VERSION)
     add("Catalog", "as_of", {}, when=DATETIME)
     add("Catalog", "history", {}, since=OPTIONAL_VERSION)
     for method in ("begin", "transaction"):
@@ -249,6 +251,7 @@ def _rows() -> list[Row]:
             properties=PROPERTIES,
             metadata_location=TEXT,
         )
+    add("Transaction", "set_content_merge", {}, merge=[(5, T), ("hook", T), (object(), T)])
     return rows
 
 

@@ -336,3 +336,26 @@ def test_only_olympia_iceberg_imports_pyiceberg() -> None:
                     offenders.append(f"{path.relative_to(root)}: {name}")
     assert offenders == []
     assert (root / "iceberg" / "catalog.py").exists()
+
+
+def test_catalog_maintenance_leaves_table_files_alone(tmp_path: Path) -> None:
+    """The warehouse is the catalog root: fsck and expire_versions look only
+    at the catalog's own folders, never at the tables' *.db folders."""
+    import datetime
+
+    root = tmp_path / "lake"
+    cat = olympia_catalog(str(root))
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    table = cat.create_table("ns.t", SCHEMA)
+    for i in range(3):
+        table.append(rows([i]))
+    files = table_files(root)
+    report = cat.olympia.fsck()
+    assert report.ok
+    assert not [o for o in report.orphans if ".db/" in str(o)]
+    cat.olympia.expire_versions(
+        older_than=datetime.datetime.now(datetime.timezone.utc), grace_seconds=0
+    )
+    assert table_files(root) == files
+    assert ids_of(cat.load_table("ns.t")) == [0, 1, 2]

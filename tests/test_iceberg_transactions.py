@@ -187,6 +187,9 @@ def test_distribute_and_commit_in_another_process(lake: tuple[OlympiaCatalog, Pa
         from iceberg_helpers import olympia_catalog, rows, ids_of
         cat = olympia_catalog("file://{root}")
         tx = cat.resume({txn_id!r})
+        state = tx.tables[("ns", "a")]
+        assert len(state.commits) == 1 and not state.recovered
+        assert any(f.endswith(".parquet") for f in tx.written_files)
         assert ids_of(tx.load_table("ns.a")) == [1, 11]
         tx.load_table("ns.b").append(rows([22]))
         print(tx.commit())
@@ -196,9 +199,15 @@ def test_distribute_and_commit_in_another_process(lake: tuple[OlympiaCatalog, Pa
     assert int(out) == cat.olympia.version
     assert ids_of(cat.load_table("ns.a")) == [1, 11]
     assert ids_of(cat.load_table("ns.b")) == [2, 22]
+    assert not (root / "iceberg-txn" / f"{txn_id}.json").exists()
 
 
-def test_distribute_and_rollback_in_another_process(lake: tuple[OlympiaCatalog, Path]) -> None:
+@pytest.mark.parametrize("sidecar", ["kept", "lost"])
+def test_distribute_and_rollback_in_another_process(
+    lake: tuple[OlympiaCatalog, Path], sidecar: str
+) -> None:
+    """Rollback after resume deletes what the transaction wrote, from its
+    sidecar, or (sidecar lost) from its actions and staged metadata."""
     cat, root = lake
     files = table_files(root)
     version = cat.olympia.version
@@ -207,6 +216,10 @@ def test_distribute_and_rollback_in_another_process(lake: tuple[OlympiaCatalog, 
     tx.create_table("ns.c", SCHEMA).append(rows([12]))
     txn_id = tx.distribute()
     assert table_files(root) != files
+    state_file = root / "iceberg-txn" / f"{txn_id}.json"
+    assert state_file.exists()
+    if sidecar == "lost":
+        state_file.unlink()
     _run(
         f"""
         from iceberg_helpers import olympia_catalog
@@ -216,6 +229,7 @@ def test_distribute_and_rollback_in_another_process(lake: tuple[OlympiaCatalog, 
         root,
     )
     assert table_files(root) == files
+    assert not state_file.exists()
     # The distributed transaction's own catalog object came and went; no table changed.
     assert cat.olympia.version == version + 2
     assert ids_of(cat.load_table("ns.a")) == [1] and not cat.table_exists("ns.c")
@@ -301,4 +315,108 @@ def test_merge_hook_rebases_the_changed_tables(
     assert out[key_a].rsplit("/", 1)[-1].startswith("00003-")
     assert theirs_location.rsplit("/", 1)[-1].startswith("00002-")
     assert calls == [("ns.a", latest.version, 1), ("ns.b", latest.version, 1)]
+    staged = tx.olympia_transaction.describe_table("ns", "a").metadata_location
+    assert tx.merge.obsolete_files == [staged]
+    assert tx.tables[("ns", "a")].metadata_files == [out[key_a]]
     tx.rollback()
+
+
+def _append_loop(warehouse: str, first: int, count: int) -> None:
+    cat = olympia_catalog(warehouse)
+    for i in range(count):
+        cat.load_table("ns.a").append(rows([first + i]))
+
+
+def test_two_processes_appending_to_one_table(lake: tuple[OlympiaCatalog, Path]) -> None:
+    """Every row lands: a commit that lost to the other process is retried by
+    PyIceberg on the newer table (its CommitFailedException is ours)."""
+    import multiprocessing
+
+    cat, root = lake
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_loop, args=(str(root), b, 6)) for b in (100, 200)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert ids_of(cat.load_table("ns.a")) == [1, *range(100, 106), *range(200, 206)]
+
+
+def _apply_on_theirs(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+    """A stand-in for rebase.rebase_table: the staged updates applied on theirs."""
+    from pyiceberg.table.update import update_table_metadata
+
+    from olympia.iceberg.rebase import Rebased
+
+    metadata = theirs
+    for commit in commits:
+        metadata = update_table_metadata(metadata, commit.updates)
+    return Rebased(metadata)
+
+
+def test_core_hook_merges_concurrent_commits_to_one_table(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the core's content-merge hook: two transactions change one
+    table; the second is rebased on the first instead of refused."""
+    from olympia.iceberg import rebase
+
+    cat, _ = lake
+    monkeypatch.setattr(rebase, "rebase_table", _apply_on_theirs)
+    first, second = cat.begin(), cat.begin()
+    first.load_table("ns.a").transaction().set_properties(first="1").commit_transaction()
+    second.load_table("ns.a").transaction().set_properties(second="2").commit_transaction()
+    first.commit()
+    version = second.commit()
+    assert version == cat.olympia.version
+    props = cat.load_table("ns.a").properties
+    assert props["first"] == "1" and props["second"] == "2"
+    assert ids_of(cat.load_table("ns.a")) == [1]
+
+
+def test_core_hook_refusal_publishes_nothing_and_cleans_up(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from olympia.iceberg import rebase
+
+    def refuse(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+        raise CommitConflictException(
+            f"{table}: refused", table=table, version=version, rule="removed-file-gone"
+        )
+
+    cat, root = lake
+    monkeypatch.setattr(rebase, "rebase_table", refuse)
+    first, second = cat.begin(), cat.begin()
+    first.load_table("ns.a").append(rows([5]))
+    second.load_table("ns.a").append(rows([6]))
+    first.commit()
+    files = table_files(root)
+    second_files = [f for f in second.written_files]
+    assert second_files
+    with pytest.raises(CommitConflictException) as info:
+        second.commit()
+    assert info.value.rule == "removed-file-gone" and info.value.table == "ns.a"
+    assert second.status == "failed"
+    assert table_files(root) == files - {
+        os.path.relpath(f.removeprefix("file://"), root) for f in second_files
+    }
+    assert ids_of(cat.load_table("ns.a")) == [1, 5]
+
+
+def test_resumed_transaction_is_rebased_from_its_sidecar(
+    lake: tuple[OlympiaCatalog, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from olympia.iceberg import rebase
+
+    cat, _ = lake
+    monkeypatch.setattr(rebase, "rebase_table", _apply_on_theirs)
+    tx = cat.begin()
+    tx.load_table("ns.a").transaction().set_properties(staged="1").commit_transaction()
+    txn_id = tx.distribute()
+    cat.load_table("ns.a").transaction().set_properties(other="2").commit_transaction()
+    resumed = olympia_catalog(cat.warehouse).resume(txn_id)  # type: ignore[attr-defined]
+    assert [len(s.commits) for s in resumed.tables.values()] == [1]
+    resumed.commit()
+    props = cat.load_table("ns.a").properties
+    assert props["staged"] == "1" and props["other"] == "2"

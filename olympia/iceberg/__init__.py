@@ -6,6 +6,7 @@ olympia imports it. Needs ``pip install 'olympia[iceberg]'``.
 
 from olympia.iceberg.catalog import OlympiaCatalog, storage_options
 from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.names import InvalidNamespaceError
 from olympia.iceberg.transaction import (
     IcebergTransaction,
     OlympiaTable,
@@ -16,6 +17,7 @@ from olympia.iceberg.transaction import (
 __all__ = [
     "CommitConflictException",
     "IcebergTransaction",
+    "InvalidNamespaceError",
     "OlympiaCatalog",
     "OlympiaTable",
     "TableState",

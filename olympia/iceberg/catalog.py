@@ -188,7 +188,7 @@ class OlympiaCatalog(MetastoreCatalog):
         staged metadata (spec/iceberg.md §6).
         """
         tx = IcebergTransaction(self, self.olympia.resume(txn_id, max_attempts=self.max_attempts))
-        tx.recover_written_files()
+        tx.restore()
         return tx
 
     @contextmanager

@@ -7,9 +7,17 @@ a ``.`` is refused, so that no two identifiers map to one stored name.
 
 from __future__ import annotations
 
+from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.typedef import Identifier
 
 SEPARATOR = "."
+
+
+class InvalidNamespaceError(NoSuchNamespaceError, ValueError):
+    """A namespace identifier that cannot name a namespace: empty, an empty
+    or blank level, or a level holding ``.`` (also for the namespace part of
+    a table identifier). Both PyIceberg's ``NoSuchNamespaceError``, as
+    SqlCatalog raises for these, and a ``ValueError``."""
 
 
 def to_tuple(identifier: str | Identifier) -> Identifier:
@@ -27,16 +35,16 @@ def namespace_name(namespace: str | Identifier) -> str:
     """The olympia namespace name of an Iceberg namespace.
 
     Raises:
-        ValueError: the namespace is empty or a level is empty or holds a ``.``.
+        InvalidNamespaceError: the namespace is empty or a level is empty or holds a ``.``.
     """
     levels = to_tuple(namespace)
     if not levels or levels == ("",):
-        raise ValueError("empty namespace identifier")
+        raise InvalidNamespaceError("empty namespace identifier")
     for level in levels:
-        if not level:
-            raise ValueError(f"namespace {levels!r} has an empty level")
+        if not level.strip():
+            raise InvalidNamespaceError(f"namespace {levels!r} has an empty level")
         if SEPARATOR in level:
-            raise ValueError(
+            raise InvalidNamespaceError(
                 f"namespace level {level!r} of {levels!r} contains '.', which olympia uses "
                 f"to join namespace levels; use separate levels instead"
             )
@@ -47,11 +55,12 @@ def table_name(identifier: str | Identifier) -> tuple[str, str]:
     """``(olympia namespace, table name)`` of a table or view identifier.
 
     Raises:
-        ValueError: fewer than two levels, or a bad level.
+        InvalidNamespaceError: fewer than two levels, or a bad namespace level.
+        ValueError: an empty name or one holding ``.``.
     """
     levels = to_tuple(identifier)
     if len(levels) < 2:
-        raise ValueError(
+        raise InvalidNamespaceError(
             f"table identifier {levels!r} needs a namespace and a name, e.g. ('ns', 'table')"
         )
     name = levels[-1]

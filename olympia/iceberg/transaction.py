@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,13 +56,12 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names, rebase
+from olympia.iceberg import names, rebase, sidecar
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
-from olympia.transaction import key_codec
 
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan
@@ -71,6 +71,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 A = apb.ActionType
+
+#: The properties of a namespace created without any, as SqlCatalog stores them.
+MINIMAL_NAMESPACE_PROPERTIES = {"exists": "true"}
 
 #: The olympia table ``format`` of Iceberg tables (spec/iceberg.md §4).
 ICEBERG_FORMAT = "iceberg"
@@ -84,7 +87,7 @@ def translate_errors() -> Iterator[None]:
     except oe.NamespaceNotFoundError as exc:
         raise ice.NoSuchNamespaceError(str(exc)) from exc
     except oe.TableNotFoundError as exc:
-        raise ice.NoSuchTableError(str(exc)) from exc
+        raise ice.NoSuchTableError(_table_message(str(exc))) from exc
     except oe.ViewNotFoundError as exc:
         raise ice.NoSuchViewError(str(exc)) from exc
     except oe.NamespaceAlreadyExistsError as exc:
@@ -94,7 +97,18 @@ def translate_errors() -> Iterator[None]:
     except oe.ViewAlreadyExistsError as exc:
         raise ice.ViewAlreadyExistsError(str(exc)) from exc
     except oe.NamespaceNotEmptyError as exc:
-        raise ice.NamespaceNotEmptyError(str(exc)) from exc
+        raise ice.NamespaceNotEmptyError(_namespace_message(str(exc))) from exc
+
+
+def _table_message(message: str) -> str:
+    """PyIceberg's wording ("Table does not exist: ns.t") for olympia's."""
+    found = re.fullmatch(r"table (\S+) does not exist", message)
+    return f"Table does not exist: {found.group(1)}" if found else message
+
+
+def _namespace_message(message: str) -> str:
+    """PyIceberg's wording ("Namespace ns is not empty") before olympia's."""
+    return re.sub(r"^namespace '([^']+)' is not empty", r"Namespace \1 is not empty", message)
 
 
 @dataclass
@@ -109,6 +123,8 @@ class TableState:
     #: Rebuilt by ``resume`` from the staged metadata: the staged commits are
     #: unknown, so a concurrent change of the table cannot be rebased.
     recovered: bool = False
+    #: The metadata files this transaction wrote for the table, oldest first.
+    metadata_files: list[str] = field(default_factory=list)
 
 
 class OlympiaTable(Table):
@@ -230,6 +246,7 @@ class TransactionCatalog(MetastoreCatalog):
         """Record a scan of a table loaded through this catalog."""
         namespace, name = names.table_name(identifier)
         self._tx._state(namespace, name, self._location(namespace, name)).scans.append(scan)
+        self._tx.save_state()
 
     def _table(self, identifier: Identifier, location: str, metadata: TableMetadata) -> Table:
         return OlympiaTable(
@@ -246,15 +263,16 @@ class TransactionCatalog(MetastoreCatalog):
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
         ns = names.namespace_name(namespace)
+        props = dict(properties) or dict(MINIMAL_NAMESPACE_PROPERTIES)
         with translate_errors():
-            self._txn.create_namespace(ns, dict(properties))
+            self._txn.create_namespace(ns, props)
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
         ns = names.namespace_name(namespace)
         if not self._txn.namespace_exists(ns):
             if self._children(ns):
                 raise ice.NamespaceNotEmptyError(
-                    f"namespace {ns} holds namespaces {', '.join(self._children(ns))}"
+                    f"Namespace {ns} is not empty: it holds namespaces {', '.join(self._children(ns))}"
                 )
             raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
         children = self._children(ns)
@@ -329,7 +347,7 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         location = self._location(namespace, name)
         if location is None:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         self._tx._state(namespace, name, location)
         metadata = self._tx.owner.read_metadata(location)
         return self._table(names.identifier(namespace, name), location, metadata)
@@ -431,12 +449,13 @@ class TransactionCatalog(MetastoreCatalog):
         new_namespace, new_name = names.table_name(to_identifier)
         location = self._location(namespace, name)
         if location is None:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         self._tx._state(namespace, name, location)
         self._require_namespace(new_namespace)
         with translate_errors():
             self._txn.rename_table(namespace, name, new_namespace, new_name)
         self._tx._renamed((namespace, name), (new_namespace, new_name))
+        self._tx.save_state()
         return self.load_table(names.identifier(new_namespace, new_name))
 
     def drop_table(self, identifier: str | Identifier) -> None:
@@ -444,6 +463,7 @@ class TransactionCatalog(MetastoreCatalog):
         with translate_errors():
             self._txn.drop_table(namespace, name)
         self._tx._dropped((namespace, name))
+        self._tx.save_state()
 
     def purge_table(self, identifier: str | Identifier) -> None:
         """Drop the table; its files are deleted once the transaction commits."""
@@ -463,7 +483,7 @@ class TransactionCatalog(MetastoreCatalog):
         state = self._tx._state(namespace, name, location)
         current = None if location is None else self._tx.owner.read_metadata(location)
         if current is None and not creating:
-            raise ice.NoSuchTableError(f"table {namespace}.{name} does not exist")
+            raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         for requirement in requirements:
             requirement.validate(current)
         metadata = update_table_metadata(
@@ -489,6 +509,8 @@ class TransactionCatalog(MetastoreCatalog):
             else:
                 self._txn.update_table(namespace, name, metadata_location=new_location)
         state.commits.append(StagedCommit(tuple(requirements), tuple(updates), conflict_filter))
+        state.metadata_files.append(new_location)
+        self._tx.save_state()
         return _response(metadata, new_location)
 
     # --- views ----------------------------------------------------------------------
@@ -620,6 +642,8 @@ class IcebergMerge:
         self._bases: dict[tuple[str, str], TableMetadata] = {}
         #: Files written for staged metadata that a rebase replaced.
         self.obsolete_files: list[str] = []
+        #: The exception a call of :meth:`rebase` raised (the commit failed on it).
+        self.failure: BaseException | None = None
 
     def _by_key(self) -> dict[str, tuple[str, str]]:
         keys = self._tx.key_codec()
@@ -642,6 +666,13 @@ class IcebergMerge:
         Raises:
             CommitConflictException: a rule of spec/iceberg.md §8 refuses it.
         """
+        try:
+            return self._rebase(latest, changed_keys)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
         tx = self._tx
         by_key = self._by_key()
         version = getattr(latest, "version", None)
@@ -652,7 +683,10 @@ class IcebergMerge:
             namespace, name = by_key[key]
             table = f"{namespace}.{name}"
             state = tx._tables[(namespace, name)]
-            theirs_location = latest.describe_table(namespace, name).metadata_location
+            try:
+                theirs_location = latest.describe_table(namespace, name).metadata_location
+            except oe.NoSuchObjectError:
+                continue  # dropped or renamed: the core refuses that (rule structural)
             theirs = tx.owner.read_metadata(theirs_location)
             base = self._base(namespace, name, state)
             if base is None:
@@ -668,21 +702,30 @@ class IcebergMerge:
                     rule="resumed-without-commits",
                 )
             if not state.commits:
-                rebase.check_scans(
-                    io, table, base, theirs, state.scans, isolation=tx.isolation, version=version
-                )
+                if tx.isolation == "serializable":
+                    self._check_scans(io, table, base, theirs, state.scans, version)
                 self._bases[(namespace, name)] = theirs
                 continue
-            rebased = rebase.rebase_table(
-                io,
-                table,
-                base,
-                state.commits,
-                theirs,
-                isolation=tx.isolation,
-                scans=state.scans,
-                version=version,
-            )
+            try:
+                rebased = rebase.rebase_table(
+                    io,
+                    table,
+                    base,
+                    state.commits,
+                    theirs,
+                    isolation=tx.isolation,
+                    scans=state.scans,
+                    version=version,
+                )
+            except NotImplementedError:  # an olympia without the rebase engine
+                raise CommitConflictException(
+                    f"table {table} was changed by version {version} after transaction "
+                    f"{tx.id} began, and this olympia cannot rebase Iceberg commits "
+                    f"(rule write-write)",
+                    table=table,
+                    version=version,
+                    rule="write-write",
+                ) from None
             new_location = load_location_provider(
                 rebased.metadata.location, rebased.metadata.properties
             ).new_table_metadata_file_location(
@@ -691,10 +734,36 @@ class IcebergMerge:
             out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
             MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
             tx.owner.remember_metadata(new_location, rebased.metadata)
+            # The staged metadata files built on the old base are replaced.
             self.obsolete_files.extend(rebased.obsolete_files)
+            self.obsolete_files.extend(state.metadata_files)
+            state.metadata_files = [new_location]
             self._bases[(namespace, name)] = theirs
             out[key] = new_location
         return out
+
+    def _check_scans(
+        self,
+        io: FileIO,
+        table: str,
+        base: TableMetadata,
+        theirs: TableMetadata,
+        scans: list[ScanRecord],
+        version: int | None,
+    ) -> None:
+        try:
+            rebase.check_scans(
+                io, table, base, theirs, scans, isolation="serializable", version=version
+            )
+        except NotImplementedError:  # an olympia without the rebase engine
+            raise CommitConflictException(
+                f"table {table}, which serializable transaction {self._tx.id} read, was changed "
+                f"by version {version}, and this olympia cannot judge Iceberg scans "
+                f"(rule scan-filter-matches)",
+                table=table,
+                version=version,
+                rule="scan-filter-matches",
+            ) from None
 
     def _base(self, namespace: str, name: str, state: TableState) -> TableMetadata | None:
         known = self._bases.get((namespace, name))
@@ -723,7 +792,6 @@ class IcebergTransaction:
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}
         self._after_commit: list[Callable[[], None]] = []
-        self._keys: KeyCodec | None = None
         self.catalog = TransactionCatalog(self)
         self.merge = IcebergMerge(self)
         set_merge = getattr(txn, "set_content_merge", None)
@@ -756,9 +824,7 @@ class IcebergTransaction:
 
     def key_codec(self) -> KeyCodec:
         """The object key encoding of the catalog."""
-        if self._keys is None:
-            self._keys = key_codec(self.owner.olympia.at_version(self.begin_version).definition)
-        return self._keys
+        return self.olympia_transaction.keys
 
     def _state(self, namespace: str, name: str, location: str | None) -> TableState:
         """The state of table ``namespace.name``, made on first use from
@@ -778,32 +844,107 @@ class IcebergTransaction:
     def _dropped(self, key: tuple[str, str]) -> None:
         self._tables.pop(key, None)
 
-    def recover_written_files(self) -> None:
-        """After ``resume``: find the tables this transaction wrote and the files
-        it wrote for them, from its actions and its staged metadata.
+    def restore(self) -> None:
+        """After ``resume``: rebuild the per-table state and the list of files
+        written, from the sidecar (:mod:`olympia.iceberg.sidecar`) when there is
+        one, and from the olympia transaction's actions and staged metadata
+        for any table the sidecar does not describe as staged now.
 
-        New metadata files are the staged metadata file and its metadata log
-        entries that the committed metadata does not have; new manifest lists,
-        manifests and data files are those of the snapshots the staged
-        metadata adds, data files only under the table's ``data/`` folder
-        (files added with ``add_files`` elsewhere belong to the user).
+        Derived state has no staged commits (``recovered``): its new metadata
+        files are the staged metadata file and its metadata log entries that
+        the committed metadata lacks; its new manifest lists, manifests and
+        data files those of the snapshots the staged metadata adds, data files
+        only under the table's ``data/`` folder (files added with
+        ``add_files`` elsewhere belong to the user).
         """
-        txn = self.olympia_transaction
-        tables = {
-            (a.table.namespace, a.table.name)
-            for a in txn.actions
-            if a.type in (A.TABLE_CREATE, A.TABLE_UPDATE, A.TABLE_RENAME)
-        }
-        for namespace, name in sorted(tables):
-            if not txn.table_exists(namespace, name):
+        staged = self._staged_from_actions()
+        for record in self._read_sidecar():
+            key = (record.namespace, record.name)
+            state = TableState(
+                record.base_location,
+                list(record.commits),
+                list(record.scans),
+                metadata_files=list(record.metadata_files),
+            )
+            self._tables[key] = state
+            now = staged.get(key, record.base_location)
+            if now != record.staged_location and now is not None:
+                # Staged after the sidecar was written (a process died between the two).
+                state.recovered = True
+                self.written_files.extend(self._new_files(state.base_location, now))
+        for (namespace, name), location in staged.items():
+            if (namespace, name) in self._tables or location is None:
                 continue
-            staged_location = txn.describe_table(namespace, name).metadata_location
             base = self.owner.committed_location(self.begin_version, namespace, name)
             state = self._state(namespace, name, base)
-            if staged_location == state.base_location:
+            if location == base:
                 continue
             state.recovered = True
-            self.written_files.extend(self._new_files(state.base_location, staged_location))
+            self.written_files.extend(self._new_files(base, location))
+
+    def _staged_from_actions(self) -> dict[tuple[str, str], str | None]:
+        """The metadata location each table written by the olympia transaction
+        has staged now (None: dropped), from its write actions in order."""
+        txn = self.olympia_transaction
+        out: dict[tuple[str, str], str | None] = {}
+        for action in txn.actions:
+            if action.type not in (A.TABLE_CREATE, A.TABLE_UPDATE, A.TABLE_RENAME, A.TABLE_DROP):
+                continue
+            old = tuple(txn.keys.decode(action.object_key).parts)
+            key = (old[0], old[1])
+            if action.type == A.TABLE_DROP:
+                out[key] = None
+            elif action.type == A.TABLE_RENAME:
+                moved = out.pop(key) if key in out else None
+                if moved is None:
+                    moved = self.owner.committed_location(self.begin_version, *key)
+                out[(action.table.namespace, action.table.name)] = moved
+                out[key] = None
+            elif action.table.metadata_location:
+                out[key] = action.table.metadata_location
+        return out
+
+    def _sidecar_location(self) -> str:
+        return sidecar.location(self.owner.warehouse, self.id)
+
+    def _read_sidecar(self) -> list[sidecar.TableRecord]:
+        where = self._sidecar_location()
+        try:
+            with self.owner._load_file_io(location=where).new_input(where).open() as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        records, written = sidecar.load(data, where)
+        self.written_files.extend(written)
+        return records
+
+    def save_state(self) -> None:
+        """Write the sidecar of a distributed transaction (no-op otherwise)."""
+        if not self.olympia_transaction.distributed:
+            return
+        records = [
+            sidecar.TableRecord(
+                namespace,
+                name,
+                state.base_location,
+                state.metadata_files[-1] if state.metadata_files else state.base_location,
+                tuple(state.commits),
+                tuple(state.scans),
+                tuple(state.metadata_files),
+            )
+            for (namespace, name), state in self._tables.items()
+        ]
+        where = self._sidecar_location()
+        data = sidecar.dump(records, list(dict.fromkeys(self.written_files)))
+        with self.owner._load_file_io(location=where).new_output(where).create(overwrite=True) as f:
+            f.write(data)
+
+    def _drop_state(self) -> None:
+        if not self.olympia_transaction.distributed:
+            return
+        where = self._sidecar_location()
+        with contextlib.suppress(OSError, ValueError):
+            self.owner._load_file_io(location=where).delete(where)
 
     def _new_files(self, base_location: str | None, staged_location: str) -> list[str]:
         owner = self.owner
@@ -924,12 +1065,27 @@ class IcebergTransaction:
     def drop_view(self, identifier: str | Identifier) -> None:
         self.catalog.drop_view(identifier)
 
+    def create_view(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        view_version: ViewVersion,
+        location: str | None = None,
+        properties: Properties = EMPTY_DICT,
+    ) -> View:
+        return self.catalog.create_view(identifier, schema, view_version, location, properties)
+
+    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
+        return self.catalog.register_view(identifier, metadata_location)
+
     # --- ending -----------------------------------------------------------------------
 
     def distribute(self) -> str:
         """Persist the transaction so that ``OlympiaCatalog.resume(id)`` continues
         it in any process; returns its id (spec/iceberg.md §6)."""
-        return self.olympia_transaction.distribute()
+        txn_id = self.olympia_transaction.distribute()
+        self.save_state()
+        return txn_id
 
     def commit(self) -> int:
         """Publish every staged change in one catalog version; return it.
@@ -945,12 +1101,21 @@ class IcebergTransaction:
         except oe.CommitConflictError as exc:
             if exc.rule != "transaction-claimed":
                 self._delete_written()
+                self._drop_state()
+            if isinstance(exc, CommitConflictException):
+                raise
             raise CommitConflictException(
                 str(exc),
                 table=", ".join(".".join(k) for k in self._tables) or "-",
                 version=exc.version,
                 rule=exc.rule or "conflict",
             ) from exc
+        except BaseException as exc:
+            if exc is self.merge.failure:  # the hook failed the commit: nothing was published
+                self._delete_written()
+                self._drop_state()
+            raise
+        self._drop_state()
         if self.merge.obsolete_files:
             self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
@@ -965,6 +1130,7 @@ class IcebergTransaction:
         transaction wrote (none of them is referenced by a committed version)."""
         self.olympia_transaction.rollback()
         self._delete_written()
+        self._drop_state()
 
     def _delete_obsolete(self) -> None:
         files = self.merge.obsolete_files

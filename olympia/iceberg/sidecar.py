@@ -1,0 +1,131 @@
+"""The state of a distributed Iceberg transaction that the olympia
+transaction does not hold (spec/iceberg.md §6): per table, its base
+location, staged commits, scans and metadata files, and the files the
+transaction wrote. Stored as JSON at ``<warehouse>/iceberg-txn/<id>.json``
+so that ``OlympiaCatalog.resume(id)`` in another process can rebase and roll
+back as the process that staged them could."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.table.update import TableRequirement, TableUpdate
+
+from olympia.errors import CorruptCatalogError
+from olympia.iceberg.rebase import ScanRecord, StagedCommit
+
+FORMAT = 1
+FOLDER = "iceberg-txn"
+
+_UPDATES: TypeAdapter[list[TableUpdate]] = TypeAdapter(list[TableUpdate])
+_REQUIREMENTS: TypeAdapter[list[TableRequirement]] = TypeAdapter(list[TableRequirement])
+_EXPRESSION: TypeAdapter[BooleanExpression] = TypeAdapter(BooleanExpression)
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    """One table of a sidecar: ``staged_location`` is the metadata location
+    the transaction had staged when the record was written."""
+
+    namespace: str
+    name: str
+    base_location: str | None
+    staged_location: str | None
+    commits: tuple[StagedCommit, ...]
+    scans: tuple[ScanRecord, ...]
+    metadata_files: tuple[str, ...]
+
+
+def location(warehouse: str, txn_id: str) -> str:
+    return f"{warehouse}/{FOLDER}/{txn_id}.json"
+
+
+def _expression(expr: BooleanExpression | None) -> Any:
+    return None if expr is None else json.loads(expr.model_dump_json())
+
+
+def dump(tables: Sequence[TableRecord], written_files: Sequence[str]) -> bytes:
+    doc = {
+        "format": FORMAT,
+        "written-files": list(written_files),
+        "tables": [
+            {
+                "namespace": t.namespace,
+                "name": t.name,
+                "base-location": t.base_location,
+                "staged-location": t.staged_location,
+                "metadata-files": list(t.metadata_files),
+                "commits": [
+                    {
+                        "requirements": json.loads(
+                            _REQUIREMENTS.dump_json(list(c.requirements), by_alias=True)
+                        ),
+                        "updates": json.loads(_UPDATES.dump_json(list(c.updates), by_alias=True)),
+                        "conflict-filter": _expression(c.conflict_filter),
+                    }
+                    for c in t.commits
+                ],
+                "scans": [
+                    {
+                        "row-filter": _expression(s.row_filter),
+                        "snapshot-id": s.snapshot_id,
+                        "case-sensitive": s.case_sensitive,
+                    }
+                    for s in t.scans
+                ],
+            }
+            for t in tables
+        ],
+    }
+    return json.dumps(doc).encode()
+
+
+def load(data: bytes, where: str) -> tuple[list[TableRecord], list[str]]:
+    """Parse a sidecar.
+
+    Raises:
+        CorruptCatalogError: naming ``where``.
+    """
+    try:
+        doc = json.loads(data)
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"unknown format {doc.get('format')!r}")
+        tables = [_table(t) for t in doc["tables"]]
+        return tables, [str(f) for f in doc["written-files"]]
+    except (ValueError, KeyError, TypeError, ValidationError) as exc:
+        raise CorruptCatalogError(f"Iceberg transaction state {where} is damaged: {exc}") from None
+
+
+def _table(t: Mapping[str, Any]) -> TableRecord:
+    commits = tuple(
+        StagedCommit(
+            tuple(_REQUIREMENTS.validate_python(c["requirements"])),
+            tuple(_UPDATES.validate_python(c["updates"])),
+            None
+            if c.get("conflict-filter") is None
+            else _EXPRESSION.validate_python(c["conflict-filter"]),
+        )
+        for c in t["commits"]
+    )
+    scans = tuple(
+        ScanRecord(
+            _EXPRESSION.validate_python(s["row-filter"]),
+            s.get("snapshot-id"),
+            bool(s.get("case-sensitive", True)),
+        )
+        for s in t["scans"]
+    )
+    return TableRecord(
+        str(t["namespace"]),
+        str(t["name"]),
+        t.get("base-location"),
+        t.get("staged-location"),
+        commits,
+        scans,
+        tuple(str(f) for f in t.get("metadata-files", ())),
+    )

@@ -1,0 +1,301 @@
+"""The ``olympia`` command line, run as a user runs it: the console script in a
+subprocess, checking output and exit codes, bad input included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import olympia
+
+SCRIPT = Path(sys.executable).with_name("olympia")
+
+
+def run(*args: str, warehouse: str | None = None, env: dict[str, str] | None = None) -> Any:
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
+    full_env = {k: v for k, v in os.environ.items() if k != "OLYMPIA_WAREHOUSE"}
+    if warehouse is not None:
+        full_env["OLYMPIA_WAREHOUSE"] = warehouse
+    full_env.update(env or {})
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=full_env, timeout=120
+    )
+
+
+def run_json(*args: str, warehouse: str) -> Any:
+    res = run(*args, "--json", warehouse=warehouse)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_console_script_is_installed() -> None:
+    # `pip install` of the project declares it (pyproject [project.scripts]).
+    assert SCRIPT.exists(), f"{SCRIPT} missing: reinstall the project (pip install -e .)"
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> str:
+    """A catalog with a few versions: namespaces, tables, a view, a rebased commit."""
+    uri = str(tmp_path / "lake")
+    res = run("init", "--isolation", "serializable", warehouse=uri)
+    assert res.returncode == 0, res.stderr
+    assert "created an empty catalog" in res.stdout
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:  # version 1
+        t.create_namespace("sales", {"owner": "ops"})
+        t.create_namespace("finance")
+        t.create_table("sales", "orders", "s3://lake/orders/v1.json")
+        t.create_view("sales", "recent", sql_text="select 1", dialect="spark")
+    a, b = cat.begin(), cat.begin()
+    a.create_table("finance", "ledger", "s3://lake/ledger/v1.json")
+    b.update_table("sales", "orders", metadata_location="s3://lake/orders/v2.json")
+    a.commit()  # version 2
+    b.commit()  # version 3, rebased over version 2
+    return uri
+
+
+def test_ls_namespaces_tables_and_time_travel(lake: str) -> None:
+    res = run("ls", warehouse=lake)
+    assert res.returncode == 0, res.stderr
+    assert "sales" in res.stdout and "finance" in res.stdout
+    data = run_json("ls", warehouse=lake)
+    assert data["version"] == 3
+    assert {n["name"]: (n["tables"], n["views"]) for n in data["namespaces"]} == {
+        "finance": (1, 0),
+        "sales": (1, 1),
+    }
+    assert run_json("ls", "finance", warehouse=lake)["tables"] == ["ledger"]
+    assert run_json("ls", "finance", "--version", "1", warehouse=lake)["tables"] == []
+    # --as-of a time before version 2 existed
+    created_1 = run_json("log", warehouse=lake)[1]["created_at"]
+    old = run_json("ls", "finance", "--as-of", created_1, warehouse=lake)
+    assert old["version"] in (1, 2, 3)  # same millisecond is allowed; normally 1
+    res = run("ls", "nosuch", warehouse=lake)
+    assert res.returncode == 2
+    assert "nosuch" in res.stderr
+
+
+def test_show_objects(lake: str) -> None:
+    t = run_json("show", "table", "sales", "orders", warehouse=lake)
+    assert t["metadata_location"] == "s3://lake/orders/v2.json"
+    assert t["version"] == 3
+    old = run_json("show", "table", "sales", "orders", "--version", "1", warehouse=lake)
+    assert old["metadata_location"] == "s3://lake/orders/v1.json"
+    ns = run_json("show", "namespace", "sales", warehouse=lake)
+    assert ns["properties"] == {"owner": "ops"}
+    v = run_json("show", "view", "sales", "recent", warehouse=lake)
+    assert v["sql_text"] == "select 1"
+    human = run("show", "table", "sales", "orders", warehouse=lake)
+    assert "s3://lake/orders/v2.json" in human.stdout
+    missing = run("show", "table", "sales", "nope", warehouse=lake)
+    assert missing.returncode == 2
+    assert "sales.nope" in missing.stderr and "Traceback" not in missing.stderr
+    bad = run("show", "table", "sales", "bad/name", warehouse=lake)
+    assert bad.returncode == 2
+    assert "bad/name" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_log_json_table_and_graph(lake: str) -> None:
+    log = run_json("log", warehouse=lake)
+    assert [e["version"] for e in log] == [0, 1, 2, 3]
+    assert log[3]["begin_version"] == 1 and log[3]["isolation"] == "serializable"
+    assert {a["type"] for a in log[3]["actions"]} >= {"table_update"}
+    table = run("log", warehouse=lake)
+    assert table.returncode == 0
+    assert "table_update" in table.stdout
+    graph = run("log", "--graph", warehouse=lake)
+    assert graph.returncode == 0
+    assert "began at 1, rebased over 1 version(s)" in graph.stdout
+    assert graph.stdout.count("*") == 4
+    assert len(run_json("log", "--limit", "2", warehouse=lake)) == 2
+    assert [e["version"] for e in run_json("log", "--since", "2", warehouse=lake)] == [2, 3]
+
+
+def test_diff_between_versions(lake: str) -> None:
+    d = run_json("diff", "1", "3", warehouse=lake)
+    assert sorted((c["change"], c["kind"], ".".join(c["name"])) for c in d["changes"]) == [
+        ("added", "table", "finance.ledger"),
+        ("changed", "table", "sales.orders"),
+    ]
+    back = run_json("diff", "3", "1", warehouse=lake)
+    assert ("removed", "table", ["finance", "ledger"]) in [
+        (c["change"], c["kind"], c["name"]) for c in back["changes"]
+    ]
+    assert run_json("diff", "2", warehouse=lake)["to_version"] == 3
+    res = run("diff", "1", "99", warehouse=lake)
+    assert res.returncode == 2 and "99" in res.stderr
+    res = run("diff", "x", warehouse=lake)
+    assert res.returncode == 2 and "x" in res.stderr
+
+
+def test_rollback_export_expire(lake: str, tmp_path: Path) -> None:
+    out = run_json("rollback", "1", warehouse=lake)
+    assert out == {"rolled_back_to": 1, "version": 4}
+    assert run_json("ls", "finance", warehouse=lake)["tables"] == []
+    target = str(tmp_path / "backup")
+    exp = run_json("export", "nightly", target, warehouse=lake)
+    assert exp["version"] == 4
+    assert olympia.load_catalog(target).latest().list_tables("sales") == ["orders"]
+    again = run("export", "nightly", str(tmp_path / "other"), warehouse=lake)
+    assert again.returncode != 0 and "nightly" in again.stderr
+    res = run_json("expire", "--keep-last", "1", "--grace-seconds", "0", warehouse=lake)
+    assert res["oldest_version"] == 4
+    assert res["deleted_roots"] >= 3
+    assert run("ls", "--version", "1", warehouse=lake).returncode == 2
+    assert run_json("export", "--drop", "nightly", warehouse=lake) == {"dropped": "nightly"}
+    bad = run("expire", "--older-than", "yesterday", warehouse=lake)
+    assert bad.returncode == 2 and "yesterday" in bad.stderr
+
+
+def test_txn_list_show_rollback(lake: str) -> None:
+    cat = olympia.load_catalog(lake)
+    txn = cat.begin()
+    txn.create_table("sales", "staged", "s3://lake/staged.json")
+    txn_id = txn.distribute()
+    listed = run_json("txn", "list", warehouse=lake)
+    assert [t["id"] for t in listed] == [txn_id]
+    shown = run_json("txn", "show", txn_id, warehouse=lake)
+    assert shown["begin_version"] == 3
+    assert any(a["type"] == "table_create" for a in shown["actions"])
+    assert run_json("txn", "rollback", txn_id, warehouse=lake)["rolled_back"] is True
+    assert run_json("txn", "list", warehouse=lake) == []
+    res = run("txn", "show", "0" * 32, warehouse=lake)
+    assert res.returncode == 2
+    res = run("txn", "show", "not an id", warehouse=lake)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_fsck_finds_missing_damaged_and_orphan_files(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    assert run("init", "--node-order", "4", warehouse=uri).returncode == 0
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+        for i in range(20):
+            t.create_table("ns", f"t{i:02d}", f"s3://x/{i}.json")
+        # a value above inline_value_max_bytes goes to a definition file
+        t.create_table("ns", "big", "s3://x/big.json", properties={"k": "v" * 5000})
+    clean = run_json("fsck", warehouse=uri)
+    assert clean["ok"] is True and clean["missing"] == [] and clean["damaged"] == []
+    root = Path(uri)
+    orphan = root / "node" / "0000000000001-00000000000000000000000000000000.arrow"
+    orphan.write_bytes(b"nobody needs me")
+    res = run("fsck", warehouse=uri)
+    assert res.returncode == 0
+    assert orphan.name in res.stdout
+    # a damaged byte in a definition file
+    def_file = next((root / "def").iterdir())
+    data = bytearray(def_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    def_file.write_bytes(bytes(data))
+    res = run("fsck", "--json", warehouse=uri)
+    assert res.returncode == 1
+    report = json.loads(res.stdout)
+    assert report["ok"] is False
+    assert any(def_file.name in d for d in report["damaged"])
+    # a deleted node file
+    node = next(p for p in (root / "node").iterdir() if p != orphan)
+    node.unlink()
+    res = run("fsck", warehouse=uri)
+    assert res.returncode == 1
+    assert node.name in res.stdout and "DAMAGED" in res.stdout
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    res = run("ls")
+    assert res.returncode == 2 and "OLYMPIA_WAREHOUSE" in res.stderr
+    missing = str(tmp_path / "none")
+    res = run("ls", warehouse=missing)
+    assert res.returncode == 2
+    assert "olympia init" in res.stderr and "Traceback" not in res.stderr
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    res = run("init", warehouse=uri)
+    assert res.returncode == 2 and "already" in res.stderr
+    res = run("ls", "-o", "novalue", warehouse=uri)
+    assert res.returncode == 2 and "KEY=VALUE" in res.stderr
+    res = run("ls", "--version", "-1", warehouse=uri)
+    assert res.returncode == 2
+    res = run("ls", "--version", "1", "--as-of", "2026-01-01", warehouse=uri)
+    assert res.returncode == 2 and "not both" in res.stderr
+    res = run("rollback", "7", warehouse=uri)
+    assert res.returncode == 2 and "7" in res.stderr
+    res = run("frobnicate", warehouse=uri)
+    assert res.returncode == 2
+    res = run("--help")
+    assert res.returncode == 0 and "examples:" in res.stdout
+    for command in (
+        "init",
+        "ls",
+        "show",
+        "log",
+        "diff",
+        "rollback",
+        "export",
+        "expire",
+        "fsck",
+        "txn",
+    ):
+        res = run(command, "--help")
+        assert res.returncode == 0 and "examples:" in res.stdout, command
+
+
+def test_damaged_root_is_exit_3(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    root_file = Path(uri) / "vn" / ("1" + "0" * 63)
+    root_file.write_bytes(b"garbage")
+    res = run("ls", warehouse=uri)
+    assert res.returncode == 3
+    assert "Traceback" not in res.stderr and "damaged" in res.stderr.lower()
+
+
+def test_s3_catalog_through_moto(moto_server: Any) -> None:
+    uri, _ = moto_server.location("cli")
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    opt = ["-o", f"endpoint_url={moto_server.endpoint_url}"]
+    res = run("init", *opt, warehouse=uri, env=env)
+    assert res.returncode == 0, res.stderr
+    cat = olympia.load_catalog(uri, moto_server.storage_options)
+    with cat.transaction() as t:
+        t.create_namespace("s3ns")
+    res = run("ls", *opt, "--json", warehouse=uri, env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["namespaces"][0]["name"] == "s3ns"
+
+
+def test_graph_writes_an_svg_of_history_and_shared_nodes(lake: str, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    cat = olympia.load_catalog(lake)
+    with cat.transaction() as t:  # enough tables for a tree of several levels
+        for i in range(400):
+            t.create_table("finance", f"t{i:03d}", "s3://x")
+    with cat.transaction() as t:
+        t.update_table("finance", "t007", metadata_location="s3://y")
+    svg = tmp_path / "h.svg"
+    res = run("graph", "--svg", str(svg), warehouse=lake)
+    assert res.returncode == 0, res.stderr
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    text = svg.read_text()
+    assert "version 4 (orange" in text and "version 5 (blue" in text
+    shared = int(text.split("grey: ")[1].split(" node file")[0])
+    assert shared > 0  # one update copies one path; the rest of the tree is shared
+    assert text.count("<circle") == 6  # versions 0..5
+    assert "dashed" not in text and "stroke-dasharray" in text  # the rebased version 3
+    res = run("graph", "--svg", str(tmp_path / "no" / "such" / "dir.svg"), warehouse=lake)
+    assert res.returncode == 2 and "cannot write" in res.stderr
