@@ -115,8 +115,10 @@ def _environment(
         env["PYICEBERG_TEST_CATALOG"] = name
         prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
         env[prefix + "PY_CATALOG_IMPL"] = impl
-        env[prefix + "WAREHOUSE"] = warehouse or f"file://{tmp_path / 'warehouse'}"
-        (tmp_path / "warehouse").mkdir()
+        if not warehouse:  # one warehouse for all cases, as for a catalog server
+            (tmp_path / "warehouse").mkdir()
+            warehouse = f"file://{tmp_path / 'warehouse'}"
+        env[prefix + "WAREHOUSE"] = warehouse
         for key, value in properties.items():
             env[prefix + key.replace(".", "__").replace("-", "_").upper()] = value
     return env
