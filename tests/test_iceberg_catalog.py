@@ -258,10 +258,25 @@ def test_refused_table_identifiers(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a namespace"):
         cat.create_table("t", SCHEMA)
     with pytest.raises(ValueError, match=r"contains '\.'"):
-        cat.create_table(("ns", "a.b"), SCHEMA)
+        cat.create_table(("ns.a", "b"), SCHEMA)
     with pytest.raises(ValueError, match="forbidden character"):
         cat.create_table(("ns", "a/b"), SCHEMA)
     assert cat.list_tables("ns") == []
+
+
+def test_table_name_with_dot_is_one_level(tmp_path: Path) -> None:
+    cat = olympia_catalog(str(tmp_path / "lake"))
+    cat.create_namespace("ns")
+    cat.create_namespace(("ns", "a"))
+    dotted = cat.create_table(("ns", "a.b"), SCHEMA)
+    nested = cat.create_table(("ns", "a", "b"), SCHEMA)
+    assert cat.list_tables("ns") == [("ns", "a.b")]
+    assert cat.list_tables(("ns", "a")) == [("ns", "a", "b")]
+    assert cat.load_table(("ns", "a.b")).metadata_location == dotted.metadata_location
+    assert dotted.location() != nested.location()
+    cat.drop_table(("ns", "a.b"))
+    assert cat.table_exists(("ns", "a", "b"))
+    assert not cat.table_exists(("ns", "a.b"))
 
 
 def test_empty_warehouse_without_create(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Iceberg identifiers and olympia names (spec/iceberg.md §3).
 
 A namespace ``(l1, ..., ln)`` is the olympia namespace ``"l1.l2....ln"``; a
-table identifier is ``(l1, ..., ln, table)``. A level that is empty or holds
-a ``.`` is refused, so that no two identifiers map to one stored name.
+table identifier is ``(l1, ..., ln, table)``. A namespace level that is empty
+or holds a ``.`` is refused, so that no two identifiers map to one stored
+name; a table name may hold ``.`` (it is stored apart from the namespace).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def table_name(identifier: str | Identifier) -> tuple[str, str]:
 
     Raises:
         InvalidNamespaceError: fewer than two levels, or a bad namespace level.
-        ValueError: an empty name or one holding ``.``.
+        ValueError: an empty name.
     """
     levels = to_tuple(identifier)
     if len(levels) < 2:
@@ -66,8 +67,9 @@ def table_name(identifier: str | Identifier) -> tuple[str, str]:
     name = levels[-1]
     if not name:
         raise ValueError(f"table identifier {levels!r} has an empty name")
-    if SEPARATOR in name:
-        raise ValueError(f"table name {name!r} of {levels!r} contains '.'")
+    # A "." in the name is kept: the name is the last level and is stored apart
+    # from the namespace, so ("a", "b.c") and ("a.b", "c") stay two objects (the
+    # latter is refused anyway).
     return namespace_name(levels[:-1]), name
 
 
