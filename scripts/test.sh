@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# PyIceberg's own tests (pinned sdist, cached in .cache/), run by tests/test_pyiceberg_suite.py
+.venv/bin/python scripts/fetch_pyiceberg_suite.py > /dev/null
 .venv/bin/ruff check olympia tests benchmarks
 .venv/bin/ruff format --check olympia tests benchmarks
 .venv/bin/mypy
