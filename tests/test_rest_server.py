@@ -363,6 +363,14 @@ def test_bearer_token_required(tmp_path: Path) -> None:
         rest = locked.client(token="s3cret")
         rest.create_namespace("n")
         assert rest.list_namespaces() == [("n",)]
+        # the transaction routes are guarded too
+        assert requests.post(f"{locked.uri}/txn", json={}, timeout=10).status_code == 401
+        auth = {"Authorization": "Bearer s3cret"}
+        begun = requests.post(f"{locked.uri}/txn", json={}, headers=auth, timeout=10)
+        assert begun.status_code == 200
+        rollback = f"{locked.uri}/txn/{begun.json()['id']}/rollback"
+        assert requests.post(rollback, timeout=10).status_code == 401
+        assert requests.post(rollback, headers=auth, timeout=10).status_code == 204
 
 
 # --- the command line -------------------------------------------------------------

@@ -161,9 +161,10 @@ def test_transaction_block_rolls_back_on_exception(spark: Any, warehouse: str) -
     assert direct.olympia.version == before
     assert collect(spark, "SELECT id FROM lake.rb.t") == [(1,)]
     assert collect(spark, "SHOW TABLES IN lake.rb") == [("rb", "t", False)]
-    manifests = Path(warehouse.removeprefix("file://")) / "rb.db" / "t" / "metadata"
-    # the rolled-back insert's manifest list is deleted: one left, the first insert's
-    assert len(list(manifests.glob("snap-*.avro"))) == 1
+    table = Path(warehouse.removeprefix("file://")) / "rb.db" / "t"
+    # the rolled-back insert's files are deleted: what is left is the first insert's
+    assert len(list((table / "metadata").glob("snap-*.avro"))) == 1
+    assert len(list((table / "data").glob("*.parquet"))) == 1
 
 
 def test_transaction_block_conflict_is_refused(spark: Any, warehouse: str) -> None:

@@ -572,7 +572,6 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-
     # -- errors ----------------------------------------------------------
     app.router.route_class = _Route
     below = f"/v1/{prefix}"

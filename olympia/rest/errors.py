@@ -37,7 +37,7 @@ class RestError(Exception):
         ``error`` object, which is there either way.
         """
         error = {"message": self.message, "type": self.type, "code": self.code}
-        payload = {"error": error, **error} if flat else {"error": error}
+        payload: dict[str, object] = {"error": error, **error} if flat else {"error": error}
         return json.dumps(payload).encode()
 
 

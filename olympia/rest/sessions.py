@@ -15,29 +15,65 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.manifest import ManifestEntryStatus
 
 from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
-from olympia.rest.errors import RestError
+from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
+
+
+def _same_file_uri(path: str) -> str:
+    """``file:/x`` (as Hadoop writes paths) and ``file:///x`` name one file."""
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:") :]
+    return path
+
+
+def client_files(owner: OlympiaCatalog, base_location: str | None, staged: str) -> list[str]:
+    """The files a client wrote for the snapshots that the staged metadata
+    adds to the base: their manifest lists, the manifests they added, and the
+    data and delete files they added under the table's ``data/`` folder
+    (files added from elsewhere, e.g. ``add_files``, belong to the user)."""
+    new = owner.read_metadata(staged)
+    base = owner.read_metadata(base_location) if base_location else None
+    old_ids = {snap.snapshot_id for snap in base.snapshots} if base is not None else set()
+    new_ids = {snap.snapshot_id for snap in new.snapshots} - old_ids
+    io = owner._load_file_io(new.properties, staged)
+    data_prefix = _same_file_uri(new.location.rstrip("/") + "/data/")
+    out: list[str] = []
+    for snapshot in new.snapshots:
+        if snapshot.snapshot_id not in new_ids:
+            continue
+        out.append(snapshot.manifest_list)
+        for manifest in snapshot.manifests(io):
+            if manifest.added_snapshot_id not in new_ids:
+                continue
+            out.append(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                path = entry.data_file.file_path
+                if (
+                    entry.status == ManifestEntryStatus.ADDED
+                    and entry.snapshot_id in new_ids
+                    and _same_file_uri(path).startswith(data_prefix)
+                ):
+                    out.append(path)
+    return out
 
 
 def note_client_files(txn: IcebergTransaction) -> None:
     """Add to the transaction's written files those the REST clients wrote for
-    its staged tables (manifest lists, manifests, data files under the
-    table's ``data/``), found from the staged metadata, so that a rollback or
-    a refused commit deletes them too. The server only sees the metadata."""
+    its staged tables (:func:`client_files`), so that a rollback or a refused
+    commit deletes them too: the server itself only writes metadata files."""
     core = txn.olympia_transaction
     for identifier, state in txn.tables.items():
-        if not state.commits and not state.recovered:
-            continue
         namespace, name = names.table_name(identifier)
         if not core.table_exists(namespace, name):
             continue
         staged = core.describe_table(namespace, name).metadata_location
         if staged and staged != state.base_location:
-            txn.written_files.extend(txn._new_files(state.base_location, staged))
+            txn.written_files.extend(client_files(txn.owner, state.base_location, staged))
 
 
 def no_such(txn_id: str, detail: str = "is not open") -> RestError:
@@ -121,6 +157,8 @@ class OpenTransactions:
             return catalog.resume(txn_id)
         except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
             raise no_such(txn_id) from None
+        except oe.OlympiaError as exc:  # e.g. storage failed: not the client's fault
+            raise classify(exc) from exc
 
     def _forget(self, txn_id: str) -> None:
         with self._lock:
