@@ -27,17 +27,22 @@ the answers the specification documents for such requests.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import requests
 import yaml
+from pyiceberg.catalog import load_catalog
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
-from rest_helpers import PREFIX, Served, serve
+from rest_helpers import PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT.parent / "shared" / "iceberg-rest" / "rest-catalog-open-api.yaml"
@@ -50,14 +55,56 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 pytestmark = pytest.mark.skipif(not SPEC.exists(), reason=f"the OpenAPI file is not at {SPEC}")
 
 
+@dataclass(frozen=True)
+class Server:
+    """An ``olympia serve`` process on a free port of 127.0.0.1."""
+
+    uri: str
+    warehouse: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _olympia_serve(folder: Path) -> Iterator[Server]:
+    """``olympia serve`` (the production entry point, in its own process)
+    with a token file, over a fresh warehouse in ``folder``."""
+    token_file = folder / "token"
+    token_file.write_text(TOKEN + "\n")
+    warehouse = f"file://{folder}/warehouse"
+    port = _free_port()
+    command = [sys.executable, "-m", "olympia.cli", "serve", "-w", warehouse]
+    command += ["--port", str(port), "--token-file", str(token_file), "--prefix", PREFIX]
+    log = (folder / "server.log").open("w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                requests.get(f"{uri}/v1/config", timeout=1)
+                break
+            except requests.ConnectionError:
+                assert process.poll() is None, (folder / "server.log").read_text()
+                time.sleep(0.05)
+        yield Server(uri, warehouse)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server with authentication on, over a warehouse that holds the
     objects the specification's examples name (namespaces ``accounting`` and
     ``accounting.tax``, table ``accounting.tax.sales``, view
     ``accounting.sales``), so that generated requests reach more than 404s."""
-    with serve(tmp_path_factory.mktemp("conformance"), token=TOKEN) as s:
-        rest = s.client(token=TOKEN)
+    with _olympia_serve(tmp_path_factory.mktemp("conformance")) as s:
+        rest = load_catalog("seed", type="rest", uri=s.uri, token=TOKEN)
         rest.create_namespace(("accounting",))
         rest.create_namespace(("accounting", "tax"))
         schema = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
@@ -93,7 +140,7 @@ def test_the_specification_has_35_operations_all_under_one_prefix() -> None:
     assert sorted(set(outside)) == ["/v1/config", "/v1/oauth/tokens"]
 
 
-def test_config_advertises_the_prefix(served: Served) -> None:
+def test_config_advertises_the_prefix(served: Server) -> None:
     response = requests.get(
         f"{served.uri}/v1/config", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
     )
@@ -107,7 +154,7 @@ def _concrete(path: str) -> str:
 
 
 @pytest.mark.parametrize("header", [None, "Bearer wrong-token", f"Basic {TOKEN}", TOKEN])
-def test_every_operation_without_the_token_gets_401(served: Served, header: str | None) -> None:
+def test_every_operation_without_the_token_gets_401(served: Server, header: str | None) -> None:
     headers = {} if header is None else {"Authorization": header}
     for method, path in _operations():
         url = served.uri + _concrete(path).replace("\x1f", "%1F")
@@ -124,9 +171,9 @@ def test_every_operation_without_the_token_gets_401(served: Served, header: str 
 
 
 @pytest.fixture(scope="module")
-def empty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def empty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server with authentication on, over an empty warehouse."""
-    with serve(tmp_path_factory.mktemp("conformance-empty"), token=TOKEN) as s:
+    with _olympia_serve(tmp_path_factory.mktemp("conformance-empty")) as s:
         yield s
 
 
@@ -143,7 +190,7 @@ RUNS = {"seeded": "examples,fuzzing,stateful", "empty": "coverage"}
 def test_schemathesis_finds_no_failure(
     catalog: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    target: Served = request.getfixturevalue("served" if catalog == "seeded" else "empty")
+    target: Server = request.getfixturevalue("served" if catalog == "seeded" else "empty")
     phases = RUNS[catalog]
     config = tmp_path / "schemathesis.toml"
     config.write_text(f'[parameters]\n"path.prefix" = "{PREFIX}"\n')
