@@ -13,12 +13,21 @@ import functools
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, MutableMapping, Sequence
+import uuid
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
-from fastapi import Body, Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,13 +44,21 @@ from pyiceberg.view.metadata import ViewVersion
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from olympia.iceberg import OlympiaCatalog, names
-from olympia.rest.errors import UNAUTHORIZED, RestError, bad_request, classify, not_found
+from olympia.rest.errors import (
+    UNAUTHORIZED,
+    RestError,
+    bad_request,
+    classify,
+    flat_error_body,
+    not_found,
+)
 from olympia.rest.models import (
     CommitTableRequest,
     CommitTransactionRequest,
     CreateNamespaceRequest,
     RegisterTableRequest,
     RenameTableRequest,
+    ReportMetricsRequest,
     UpdateNamespacePropertiesRequest,
 )
 from olympia.rest.sessions import OpenTransactions
@@ -152,6 +169,25 @@ def table_identifier(namespace: str, table: str) -> Identifier:
     return (*parse_namespace(namespace), check_level("table name", table))
 
 
+def check_metadata_location(location: str) -> str:
+    """A metadata file location given to register: an absolute path or a URI
+    (a relative path would be read relative to the server's working folder)."""
+    check_level("metadata-location", location)
+    if not (location.startswith("/") or "://" in location):
+        raise bad_request(f"metadata-location {location!r} is not a URI or an absolute path")
+    return location
+
+
+@contextmanager
+def _metadata_file(location: str) -> Iterator[None]:
+    """Register reads the metadata file before it writes anything: a missing
+    file is the request's fault."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise bad_request(f"metadata-location {location!r} does not exist") from exc
+
+
 # --- responses --------------------------------------------------------------
 
 
@@ -159,16 +195,9 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(json.dumps(payload), status_code=status, media_type="application/json")
 
 
-def error_response(err: RestError, head: bool = False, path: str = "") -> Response:
-    body = b"" if head else err.body(bare=_bare_error_model(path, err.code))
+def error_response(err: RestError, head: bool = False, flat: bool = False) -> Response:
+    body = b"" if head else err.body(flat=flat)
     return Response(body, status_code=err.code, media_type="application/json")
-
-
-def _bare_error_model(path: str, code: int) -> bool:
-    """The specification gives the view routes' 404, 409 and 5xx answers the
-    bare ``ErrorModel`` schema instead of ``IcebergErrorResponse``: those
-    bodies carry both forms (clients read ``error``)."""
-    return "/views" in path and (code in (404, 409) or code >= 500)
 
 
 def load_result(metadata: TableMetadata, metadata_location: str | None) -> Response:
@@ -241,25 +270,6 @@ def _errors(commit: bool = False) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 
 # --- the application --------------------------------------------------------
-
-
-class _Route(APIRoute):
-    """A route whose request parsing cannot fail with a 500: PyIceberg's model
-    validators raise ``TypeError`` or ``KeyError`` for some malformed input,
-    which pydantic does not turn into a validation error."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except (RestError, StarletteHTTPException, RequestValidationError):
-                raise
-            except Exception as exc:  # routes raise only RestError: this is parsing
-                raise bad_request(f"invalid request: {type(exc).__name__}: {exc}") from exc
-
-        return run
 
 
 def _placeholder(catalog: Catalog, identifier: Identifier) -> Table:
@@ -477,6 +487,71 @@ def _transaction_routes(
     _catalog_routes(app, "/txn/{txn_id}", prefix, resolve)
 
 
+class _Route(APIRoute):
+    """A route whose request parsing cannot fail with a 500: PyIceberg's
+    models raise ``TypeError`` (which pydantic does not turn into a
+    validation error) for some well-formed JSON they cannot represent, e.g. an
+    ``initial-default`` of the wrong type. Route functions turn their own
+    exceptions into :class:`RestError` (``_errors``), so a ``TypeError`` or
+    ``ValueError`` (or a ``KeyError``, ``AttributeError``) that gets here came
+    from reading the request: 400."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (TypeError, ValueError, LookupError, AttributeError) as exc:
+                raise bad_request(f"invalid request: {exc}") from exc
+
+        return run
+
+
+# Operations of the specification this server does not implement (and does
+# not advertise), answered with a status the specification documents for
+# them rather than a bare 404/405: (method, route below /v1/{prefix}, status).
+_UNSUPPORTED = (
+    ("POST", "/namespaces/{namespace}/views/{view}", 400),  # replace a view
+    ("POST", "/views/rename", 406),
+    ("POST", "/namespaces/{namespace}/tables/{table}/plan", 406),
+    ("POST", "/namespaces/{namespace}/tables/{table}/sign", 400),
+)
+OAUTH_TOKENS = "/v1/oauth/tokens"
+
+
+def _unsupported_routes(app: FastAPI, prefix: str) -> None:
+    """Routes that answer the operations of ``_UNSUPPORTED`` and the
+    deprecated ``oauth/tokens`` (this server issues no tokens) with an error."""
+    for method, route, code in _UNSUPPORTED:
+        kind = "UnsupportedOperationException" if code == 406 else "BadRequestException"
+        operation = f"{method} /v1/{{prefix}}{route}"
+        error = RestError(code, kind, f"this server does not implement {operation}")
+
+        app.add_api_route(f"/v1/{prefix}{route}", _refusal(error), methods=[method])
+
+    @app.post(OAUTH_TOKENS)
+    def tokens() -> Response:
+        return oauth_error(400, "unsupported_grant_type")
+
+
+def _refusal(error: RestError) -> Callable[[], Response]:
+    def refuse() -> Response:
+        raise error
+
+    return refuse
+
+
+def oauth_error(code: int, error: str) -> Response:
+    """An ``OAuthError`` response (the error shape of ``oauth/tokens``)."""
+    description = (
+        "this server issues no tokens; give the bearer token it was started with"
+        if code == 400
+        else "missing or wrong bearer token"
+    )
+    return json_response({"error": error, "error_description": description}, code)
+
+
 def create_app(
     catalog: Catalog,
     *,
@@ -497,12 +572,25 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.router.route_class = _Route
-
     # -- errors ----------------------------------------------------------
+    app.router.route_class = _Route
+    below = f"/v1/{prefix}"
+
+    def failed(
+        request: Request, err: RestError, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        route = getattr(request.scope.get("route"), "path", "")
+        flat = below in route and flat_error_body(
+            request.method, route.split(below, 1)[1], err.code
+        )
+        head = request.method == "HEAD"
+        response = error_response(err, head=head, flat=flat)
+        response.headers.update(headers or {})
+        return response
+
     @app.exception_handler(RestError)
     async def _rest_error(request: Request, exc: RestError) -> Response:
-        return error_response(exc, head=request.method == "HEAD", path=request.url.path)
+        return failed(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -510,27 +598,36 @@ def create_app(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
             for e in exc.errors()[:5]
         )
-        return error_response(
-            bad_request(f"invalid request: {problems}"),
-            head=request.method == "HEAD",
-            path=request.url.path,
-        )
+        return failed(request, bad_request(f"invalid request: {problems}"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         kind = {404: "NotFoundException", 405: "MethodNotAllowedException"}.get(
             exc.status_code, "RESTException"
         )
-        return error_response(
-            RestError(exc.status_code, kind, str(exc.detail)),
-            head=request.method == "HEAD",
-            path=request.url.path,
-        )
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette's Allow names the methods of one route; a path has one route per method
+            path = request.scope["path"]
+            allowed = {
+                m
+                for r in app.router.routes
+                if isinstance(r, APIRoute) and r.path_regex.match(path)
+                for m in r.methods or ()
+            }
+            headers["Allow"] = ", ".join(sorted(allowed))
+        return failed(request, RestError(exc.status_code, kind, str(exc.detail)), headers)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> Response:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return failed(request, RestError(500, "InternalServerError", f"{type(exc).__name__}"))
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
 
     sessions = OpenTransactions(catalog) if isinstance(catalog, OlympiaCatalog) else None
     _catalog_routes(app, "", prefix, _root_scope(catalog, sessions))
+    _unsupported_routes(app, prefix)
     if sessions is not None:
         _transaction_routes(app, prefix, catalog, sessions)
     return app
@@ -707,13 +804,15 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         name = check_level("table name", request.name)
         with s.route(levels) as (cat, rest, _):
             identifier = (*rest, name)
-            if request.overwrite and cat.table_exists(identifier):
-                with s.atomic(cat) as txn:
-                    txn.drop_table(identifier)
-                    txn.register_table(identifier, request.metadata_location)
-                table = cat.load_table(identifier)
-            else:
-                table = cat.register_table(identifier, request.metadata_location)
+            location = check_metadata_location(request.metadata_location)
+            with _metadata_file(location):
+                if request.overwrite and cat.table_exists(identifier):
+                    with s.atomic(cat) as txn:
+                        txn.drop_table(identifier)
+                        txn.register_table(identifier, location)
+                    table = cat.load_table(identifier)
+                else:
+                    table = cat.register_table(identifier, location)
         return load_result(table.metadata, table.metadata_location)
 
     @app.get(base + "/namespaces/{namespace}/tables/{table}")
@@ -773,7 +872,7 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
     def report_metrics(
         namespace: str,
         table: str,
-        report: Annotated[dict[str, Any], Body()],
+        report: ReportMetricsRequest,
         s: _Scope = Depends(resolve),
     ) -> Response:
         table_identifier(namespace, table)
@@ -832,8 +931,9 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
     ) -> Response:
         levels = parse_namespace(namespace)
         name = check_level("view name", request.name)
-        with s.route(levels) as (cat, rest, _):
-            cat.register_view((*rest, name), request.metadata_location)
+        location = check_metadata_location(request.metadata_location)
+        with s.route(levels) as (cat, rest, _), _metadata_file(location):
+            cat.register_view((*rest, name), location)
             return view_result(cat, (*rest, name))
 
     @app.get(base + "/namespaces/{namespace}/views/{view}")
@@ -902,6 +1002,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def _is_uuid(value: bytes) -> bool:
+    try:
+        return len(value) == 36 and uuid.UUID(value.decode("ascii")) is not None
+    except ValueError:
+        return False
+
+
 class _Guard:
     """Refuses requests without the bearer token (401) and bodies larger than
     the limit (413), before the application reads them."""
@@ -920,8 +1027,20 @@ class _Guard:
         if self.token is not None:
             given = headers.get(b"authorization", b"")
             if not hmac.compare_digest(given, self.token):
-                await error_response(UNAUTHORIZED, head)(scope, receive, send)
+                refusal = (
+                    oauth_error(401, "invalid_client")
+                    if scope.get("path") == OAUTH_TOKENS
+                    else error_response(UNAUTHORIZED, head)
+                )
+                await refusal(scope, receive, send)
                 return
+        key = headers.get(b"idempotency-key")
+        if key is not None and not _is_uuid(key):
+            # The key is not used (the server does not replay responses), but
+            # one that is not a UUID is a malformed request.
+            bad = bad_request("the Idempotency-Key header is not a UUID")
+            await error_response(bad, head)(scope, receive, send)
+            return
         length = headers.get(b"content-length")
         too_large = RestError(
             413, "RequestTooLargeException", f"request body over {self.limit} bytes"

@@ -28,11 +28,16 @@ class RestError(Exception):
     def __str__(self) -> str:
         return f"{self.code} {self.type}: {self.message}"
 
-    def body(self, bare: bool = False) -> bytes:
-        """The JSON ``IcebergErrorResponse`` of this error; ``bare``: with the
-        ``ErrorModel`` fields repeated at the top level too."""
+    def body(self, *, flat: bool = False) -> bytes:
+        """The JSON ``IcebergErrorResponse`` of this error.
+
+        ``flat``: also repeat ``message``, ``type`` and ``code`` at the top
+        level, for the responses whose schema the specification gives as a
+        bare ``ErrorModel`` (see :func:`flat_error_body`); clients read the
+        ``error`` object, which is there either way.
+        """
         error = {"message": self.message, "type": self.type, "code": self.code}
-        payload: dict[str, object] = {"error": error, **error} if bare else {"error": error}
+        payload: dict[str, object] = {"error": error, **error} if flat else {"error": error}
         return json.dumps(payload).encode()
 
 
@@ -43,6 +48,42 @@ def bad_request(message: str) -> RestError:
 def not_found(kind: str, message: str) -> RestError:
     """``kind`` is ``Namespace``, ``Table`` or ``View``."""
     return RestError(404, f"NoSuch{kind}Exception", message)
+
+
+# Responses whose schema in the specification is a bare ``ErrorModel`` rather
+# than the ``IcebergErrorResponse`` wrapper every other error uses (and that
+# every client parses): (method, route below /v1/{prefix}, status). Their
+# bodies carry both shapes (``ErrorModel`` allows further properties).
+_FLAT_ERRORS = frozenset(
+    {
+        ("POST", "/namespaces", 406),
+        ("POST", "/namespaces/{namespace}/properties", 406),
+        ("POST", "/namespaces/{namespace}/tables/{table}/plan", 406),
+        ("POST", "/tables/rename", 406),
+        ("GET", "/namespaces/{namespace}/views", 404),
+        ("POST", "/namespaces/{namespace}/views", 404),
+        ("POST", "/namespaces/{namespace}/views", 409),
+        ("GET", "/namespaces/{namespace}/views/{view}", 404),
+        ("POST", "/namespaces/{namespace}/views/{view}", 404),
+        ("POST", "/namespaces/{namespace}/views/{view}", 409),
+        ("POST", "/namespaces/{namespace}/views/{view}", 500),
+        ("POST", "/namespaces/{namespace}/views/{view}", 502),
+        ("POST", "/namespaces/{namespace}/views/{view}", 504),
+        ("DELETE", "/namespaces/{namespace}/views/{view}", 404),
+        ("POST", "/views/rename", 404),
+        ("POST", "/views/rename", 406),
+        ("POST", "/views/rename", 409),
+    }
+)
+
+
+def flat_error_body(method: str, route: str, code: int) -> bool:
+    """Whether the error ``code`` of ``method route`` (``route`` below
+    ``/v1/{prefix}``, with its ``{parameters}``) is a bare ``ErrorModel`` in
+    the specification."""
+    if (method, route, code) in _FLAT_ERRORS:
+        return True
+    return code >= 500 and (method, route, 500) in _FLAT_ERRORS
 
 
 UNAUTHORIZED = RestError(401, "NotAuthorizedException", "missing or wrong bearer token")

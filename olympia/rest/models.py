@@ -8,7 +8,9 @@ same definitions the catalog then applies.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
 
@@ -53,3 +55,35 @@ class CommitTableRequest(_Body):
 
 class CommitTransactionRequest(_Body):
     table_changes: list[CommitTableRequest] = Field(alias="table-changes")
+
+
+class ReportMetricsRequest(BaseModel):
+    """A ``ScanReport`` or a ``CommitReport`` (the server checks it and discards it)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore", strict=True)
+
+    report_type: str = Field(alias="report-type")
+    table_name: str = Field(alias="table-name")
+    snapshot_id: int = Field(alias="snapshot-id")
+    metrics: dict[str, Any]
+    metadata: dict[str, str] | None = None
+    # a scan report
+    filter: Any = None
+    schema_id: int | None = Field(alias="schema-id", default=None)
+    projected_field_ids: list[int] | None = Field(alias="projected-field-ids", default=None)
+    projected_field_names: list[str] | None = Field(alias="projected-field-names", default=None)
+    # a commit report
+    sequence_number: int | None = Field(alias="sequence-number", default=None)
+    operation: str | None = None
+
+    @model_validator(mode="after")
+    def _scan_or_commit(self) -> ReportMetricsRequest:
+        given = self.model_fields_set
+        scan = {"filter", "schema_id", "projected_field_ids", "projected_field_names"}
+        commit = {"sequence_number", "operation"}
+        if not (scan <= given or commit <= given):
+            raise ValueError(
+                "a metrics report is a scan report (filter, schema-id, projected-field-ids, "
+                "projected-field-names) or a commit report (sequence-number, operation)"
+            )
+        return self
