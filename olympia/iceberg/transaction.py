@@ -331,14 +331,21 @@ class TransactionCatalog(MetastoreCatalog):
 
     # --- tables ---------------------------------------------------------------------
 
-    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+    def _list(
+        self, namespace: str | Identifier, lister: Callable[[str], list[str]]
+    ) -> list[Identifier]:
+        """The identifiers ``lister`` gives for a namespace; an implicit parent
+        namespace (one with namespaces below it only) holds nothing."""
         ns = names.namespace_name(namespace)
         if not self._txn.namespace_exists(ns):
             if self._children(ns):
                 return []
             raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
         with translate_errors():
-            return [names.identifier(ns, t) for t in self._txn.list_tables(ns)]
+            return [names.identifier(ns, n) for n in lister(ns)]
+
+    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+        return self._list(namespace, self._txn.list_tables)
 
     def table_exists(self, identifier: str | Identifier) -> bool:
         namespace, name = names.table_name(identifier)
@@ -517,13 +524,7 @@ class TransactionCatalog(MetastoreCatalog):
     # --- views ----------------------------------------------------------------------
 
     def list_views(self, namespace: str | Identifier) -> list[Identifier]:
-        ns = names.namespace_name(namespace)
-        if not self._txn.namespace_exists(ns):
-            if self._children(ns):
-                return []
-            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
-        with translate_errors():
-            return [names.identifier(ns, v) for v in self._txn.list_views(ns)]
+        return self._list(namespace, self._txn.list_views)
 
     def view_exists(self, identifier: str | Identifier) -> bool:
         namespace, name = names.table_name(identifier)
