@@ -16,7 +16,6 @@ A crash or error before step 2 completes leaves only unreachable files.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 import time
@@ -625,7 +624,18 @@ class CatalogStore:
         the storage benefits (a listing reads sibling leaves this way)."""
         missing = [p for p in paths if self._nodes.get(p) is None]
         if len(missing) > 1 and self.storage.parallel_reads:
-            self._parallel([functools.partial(self.load_node, p) for p in missing])
+            # One batch of requests; each reply is then checked and decoded by
+            # load_node's own path (a failed read is left for load_node to
+            # report when the scan reaches that child).
+            for path, data in zip(missing, self.storage.read_many(missing), strict=True):
+                if not isinstance(data, bytes) or not layout.content_matches(path, data):
+                    continue
+                try:
+                    nf = decode_node(data, path)
+                except CorruptCatalogError:
+                    continue
+                if nf.root is None:
+                    self._nodes.put(path, nf.node)
 
     def _probe_up(self, low: int) -> int:
         """The last version of the dense run of roots starting at existing ``low``."""

@@ -61,6 +61,19 @@ def test_binary_content_round_trips(storage: Storage, data: bytes) -> None:
     assert storage.read("a/hint") == data
 
 
+def test_read_many_returns_each_content_or_its_error_in_order(storage: Storage) -> None:
+    storage.put_if_absent("a/one", b"1")
+    storage.put_if_absent("a/two", b"22")
+    got = storage.read_many(["a/two", "a/missing", "a/one", "a/two"])
+    assert got[0] == b"22"
+    assert isinstance(got[1], StorageFileNotFoundError)
+    assert "a/missing" in str(got[1])
+    assert got[2:] == [b"1", b"22"]
+    assert storage.read_many([]) == []
+    with pytest.raises(InvalidPathError):
+        storage.read_many(["a/../x"])
+
+
 def test_put_if_absent_different_content_loses(storage: Storage) -> None:
     storage.put_if_absent("v/00001", b"winner")
     with pytest.raises(StorageFileExistsError, match="v/00001"):

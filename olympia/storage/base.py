@@ -23,8 +23,9 @@ from __future__ import annotations
 import builtins
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
-from olympia.errors import InvalidPathError
+from olympia.errors import InvalidPathError, StorageError
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
 
@@ -74,6 +75,25 @@ class Storage(ABC):
             StorageError: any other failure.
         """
         return self._read(check_path(path))
+
+    def read_many(self, paths: Sequence[str]) -> builtins.list[bytes | StorageError]:
+        """Read every file of ``paths``; the content of each, or the
+        :class:`StorageError` reading it raised, in the order of ``paths``.
+
+        A remote backend sends the requests together (one round trip for all
+        of them); the default reads one after another.
+        """
+        checked = [check_path(p) for p in paths]
+        return self._read_many(checked)
+
+    def _read_many(self, paths: Sequence[str]) -> builtins.list[bytes | StorageError]:
+        out: builtins.list[bytes | StorageError] = []
+        for path in paths:
+            try:
+                out.append(self._read(path))
+            except StorageError as exc:
+                out.append(exc)
+        return out
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create ``path`` with ``data`` only if it does not exist yet.
