@@ -40,6 +40,19 @@ def parse_version_file_name(name: str) -> int:
     return int(name[::-1], 2)
 
 
+#: The whole content of an *expired-root marker* (spec/format.md §2.3):
+#: expiration of a catalog of format version 2 replaces the root file of a
+#: version below the floor with these bytes instead of deleting it, so that
+#: no writer can publish that version again. No root file (an Arrow IPC file)
+#: can hold these bytes.
+EXPIRED_ROOT = b"olympia-expired-root\n"
+
+
+def is_expired_root(data: bytes) -> bool:
+    """Whether the content of a root file path is an expired-root marker."""
+    return data == EXPIRED_ROOT
+
+
 def root_path(version: int) -> str:
     """Path of the root node file of ``version``."""
     return f"{VERSION_DIR}/{version_file_name(version)}"

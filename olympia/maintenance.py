@@ -677,11 +677,19 @@ def expire_versions(
     pins = read_pins(store.storage)  # 2. ... then the pins ...
     live = [p for p in pins if not p.lapsed(now)]
     kept = _kept(store, floor, live, strict=True)  # 3. ... then the latest version
+    # Format version 2 replaces an expired root with a marker rather than
+    # deleting it, so that no stale writer can publish that version again
+    # (spec/format.md §2.3); version 1 deletes it.
+    markers = int(kept.roots[-1].definition.format_version) >= 2
     deleted_roots = 0
-    for v in _listed_roots(store.storage):
-        if v < floor and v not in kept.pinned:
+    for v, size in _listed_roots(store.storage).items():
+        if v >= floor or v in kept.pinned or size == len(layout.EXPIRED_ROOT):
+            continue
+        if markers:
+            store.storage.overwrite(layout.root_path(v), layout.EXPIRED_ROOT)
+        else:
             store.storage.delete(layout.root_path(v))
-            deleted_roots += 1
+        deleted_roots += 1
     cutoff = (time.time() - grace_seconds) * 1000
     deleted_files = 0
     for folder in (layout.NODE_DIR, layout.DEF_DIR, layout.ACT_DIR):
@@ -703,13 +711,14 @@ def expire_versions(
     )
 
 
-def _listed_roots(storage: Storage) -> list[int]:
-    """The versions of the root files in ``vn/``, found by listing."""
-    out: list[int] = []
-    for path in storage.list(layout.VERSION_DIR):
+def _listed_roots(storage: Storage) -> dict[int, int]:
+    """The versions of the root files (and expired-root markers) in ``vn/``,
+    found by listing, with each file's size, in version order."""
+    out: dict[int, int] = {}
+    for path, size in storage.list_sizes(layout.VERSION_DIR).items():
         with contextlib.suppress(CorruptCatalogError):  # vn/latest, vn/oldest, strays
-            out.append(layout.parse_version_file_name(path.rsplit("/", 1)[-1]))
-    return sorted(out)
+            out[layout.parse_version_file_name(path.rsplit("/", 1)[-1])] = size
+    return dict(sorted(out.items()))
 
 
 def _state_files(storage: Storage) -> dict[str, list[str]]:
@@ -754,6 +763,8 @@ def _load_pinned(store: CatalogStore, version: int) -> Root:
         data = store.storage.read(path)
     except StorageFileNotFoundError:
         raise MissingFileError(f"pinned root {path} is missing") from None
+    if layout.is_expired_root(data):
+        raise MissingFileError(f"pinned root {path} was expired (an expired-root marker)")
     nf = decode_node(data, path)
     if nf.root is None or nf.root.version != version:
         raise CorruptCatalogError(f"pinned root {path} is not the root of version {version}")
@@ -830,6 +841,9 @@ def check_files(store: CatalogStore) -> FileCheck:
         except StorageFileNotFoundError:
             kept.missing.append(path)
             continue
+        if path.startswith(f"{layout.VERSION_DIR}/") and layout.is_expired_root(data):
+            kept.missing.append(path)  # a pinned version that was expired
+            continue
         checked += 1
         if not layout.content_matches(path, data):
             damaged.append(f"{path}: content does not match the digest in its name")
@@ -872,6 +886,11 @@ def check_files(store: CatalogStore) -> FileCheck:
                 damaged.append(f"{path}: {exc}")
     needed.update(p.path for p in live)
     needed.update((layout.LATEST_HINT, layout.OLDEST_FLOOR))
+    # Expired-root markers below the floor are part of the format (they keep
+    # expired versions from being published again), not orphans.
+    for v, size in _listed_roots(storage).items():
+        if v < floor and size == len(layout.EXPIRED_ROOT):
+            needed.add(layout.root_path(v))
     orphans: list[str] = []
     for folder in (
         layout.VERSION_DIR,

@@ -397,6 +397,10 @@ class CatalogStore:
     def _decode_root(self, version: int, data: bytes) -> Root:
         """The root of ``version`` from the bytes of its root file (cached)."""
         path = layout.root_path(version)
+        if layout.is_expired_root(data):
+            raise VersionNotFoundError(
+                f"version {version} was expired (its root file is an expired-root marker)"
+            )
         nf = decode_node(data, path)
         if nf.root is None or nf.root.version != version:
             raise CorruptCatalogError(
@@ -570,7 +574,10 @@ class CatalogStore:
                 replies.append(probe(v)())
                 if replies[-1] is None:
                     break
-        if replies[0] is None:
+        if replies[0] is None or any(
+            isinstance(r, bytes) and layout.is_expired_root(r) for r in replies
+        ):
+            # Missing, or expired under the probe: the full procedure reads the floor.
             return None
         run = 1
         while run < len(replies) and replies[run] is not None:
@@ -838,6 +845,13 @@ class CatalogStore:
                 landed = self.storage.read(path)
             except StorageError:
                 raise CommitFailedError(f"publishing version {version} failed: {exc}") from exc
+            if layout.is_expired_root(landed):
+                # Published by someone (maybe us) and expired since: whether
+                # this commit is the one that landed cannot be told.
+                raise CommitFailedError(
+                    f"publishing version {version} failed ({exc}) and the version has since "
+                    f"been expired; reload the catalog to see whether this commit landed"
+                ) from exc
             if landed != root_bytes:
                 self._note_seen(version)
                 self._keep_winner(version, landed)
@@ -846,7 +860,12 @@ class CatalogStore:
                     version=version,
                     rule="version-taken",
                 ) from None
-        if version < self._floor_after_publish(version):
+        # Format version 2: expiration replaces expired roots with markers, so
+        # the put above cannot have re-created an expired version and nothing
+        # needs checking (spec/format.md §2.3). Version 1: expiration deleted
+        # them, so a stale writer's put may have re-created one; the floor
+        # read afterwards tells (spec/transactions.md §8.4).
+        if format_version < 2 and version < self._floor_after_publish(version):
             # Expiration moved the floor past this version while we committed
             # (it deleted the root we then re-created): nobody can see it.
             self._delete_quietly([path])
@@ -878,7 +897,7 @@ class CatalogStore:
         """Cache the root another writer published as ``version``, read while
         losing the race for it: the loser rebases on it next."""
         if data is not None and self._roots.get(layout.root_path(version)) is None:
-            with contextlib.suppress(CorruptCatalogError):
+            with contextlib.suppress(CorruptCatalogError, VersionNotFoundError):
                 self._decode_root(version, data)
 
     def _stage_root(

@@ -168,6 +168,9 @@ class FaultyStorage(Storage):
     def _list(self, prefix: str) -> builtins.list[str]:
         return self._forward("list", prefix, lambda: self.inner.list(prefix))
 
+    def _list_sizes(self, prefix: str) -> dict[str, int]:
+        return self._forward("list", prefix, lambda: self.inner.list_sizes(prefix))
+
     def temporary_files(self) -> builtins.list[tuple[str, float]]:
         return self.inner.temporary_files()
 

@@ -186,7 +186,7 @@ def test_export_racing_an_expiration_is_pinned_from_its_start(tmp_path, monkeypa
     assert cat.fsck().clean
     cat.drop_export("snap")
     cat.expire_versions(grace_seconds=0)
-    assert layout.root_path(2) not in cat.store.storage.list(layout.VERSION_DIR)
+    assert cat.store.storage.read(layout.root_path(2)) == layout.EXPIRED_ROOT
     assert cat.fsck().clean
 
 
@@ -252,7 +252,7 @@ def test_roots_freed_by_drop_export_are_reclaimed(any_storage_location, tmp_path
     cat.drop_export("snap")
     result = cat.expire_versions(keep_last=1, grace_seconds=0)
     assert result.deleted_roots == 1 and result.deleted_files > 0
-    assert layout.root_path(1) not in cat.store.storage.list(layout.VERSION_DIR)
+    assert cat.store.storage.read(layout.root_path(1)) == layout.EXPIRED_ROOT
     check = cat.fsck()
     assert check.clean and check.kept_versions == (2,)
 

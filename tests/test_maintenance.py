@@ -164,13 +164,20 @@ def test_expire_by_time(cat):
 
 
 def test_stale_commit_below_a_new_floor_is_refused(tmp_path):
-    cat = olympia.create_catalog(str(tmp_path / "c"))
-    stale = cat.begin()
+    olympia.create_catalog(str(tmp_path / "c"))
+    # The stale writer is another process's catalog object: it holds none of
+    # the roots committed after it began.
+    stale = olympia.load_catalog(str(tmp_path / "c")).begin()
     stale.create_namespace("late")
+    cat = olympia.load_catalog(str(tmp_path / "c"))
     for i in range(3):
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
     cat.expire_versions(keep_last=1, grace_seconds=0)
+    # Version 1, the one the stale writer would publish, is an expired-root
+    # marker now: its put cannot succeed, and the versions it would have to
+    # check are gone.
+    assert cat.store.storage.read(layout.root_path(1)) == layout.EXPIRED_ROOT
     with pytest.raises(olympia.CommitConflictError) as info:
         stale.commit()
     assert info.value.rule == "history-expired"
@@ -179,3 +186,75 @@ def test_stale_commit_below_a_new_floor_is_refused(tmp_path):
         "n1",
         "n2",
     ]
+    assert cat.version == 3
+
+
+def test_expired_roots_become_markers_that_no_writer_can_publish_over(any_storage_location):
+    uri, opts = any_storage_location
+    cat = olympia.create_catalog(uri, opts)
+    stale = olympia.load_catalog(uri, opts).begin()
+    stale.create_namespace("late")
+    for i in range(4):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    result = cat.expire_versions(keep_last=2, grace_seconds=0)
+    assert (result.oldest_version, result.deleted_roots) == (3, 3)
+    storage = cat.store.storage
+    for v in (0, 1, 2):
+        assert storage.read(layout.root_path(v)) == layout.EXPIRED_ROOT
+        with pytest.raises(olympia.errors.StorageFileExistsError):
+            storage.put_if_absent(layout.root_path(v), b"anything")
+    # a second run finds nothing left to mark, and fsck counts markers as needed
+    assert cat.expire_versions(keep_last=2, grace_seconds=0).deleted_roots == 0
+    check = cat.fsck()
+    assert check.clean and check.kept_versions == (3, 4), check
+    with pytest.raises(olympia.VersionNotFoundError, match="expired"):
+        olympia.load_catalog(uri, opts).at_version(1)
+    with pytest.raises(olympia.CommitConflictError) as info:
+        stale.commit()
+    assert info.value.rule == "history-expired"
+    assert cat.version == 4
+    assert olympia.load_catalog(uri, opts).latest().list_namespaces() == [f"n{i}" for i in range(4)]
+
+
+def test_format_version_1_catalogs_delete_expired_roots_and_check_the_floor_after_publishing(
+    tmp_path,
+):
+    cat = olympia.create_catalog(str(tmp_path / "c"), format_version=1)
+    stale = cat.begin()
+    stale.create_namespace("late")
+    for i in range(3):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    cat.expire_versions(keep_last=1, grace_seconds=0)
+    assert not cat.store.storage.exists(layout.root_path(1))
+    # the stale writer re-creates root 1, reads the floor, and takes it back
+    with pytest.raises(olympia.CommitConflictError) as info:
+        stale.commit()
+    assert info.value.rule == "history-expired"
+    assert not cat.store.storage.exists(layout.root_path(1))
+    assert olympia.load_catalog(str(tmp_path / "c")).latest().list_namespaces() == [
+        "n0",
+        "n1",
+        "n2",
+    ]
+
+
+def test_stale_commit_that_still_holds_the_expired_roots_is_checked_against_them(tmp_path):
+    """A writer whose process read the versions committed since it began
+    (here: it committed them) checks its actions against those immutable
+    roots even after expiration: nothing is lost and nothing is re-created."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    stale = cat.begin()
+    stale.create_namespace("late")
+    for i in range(3):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    cat.expire_versions(keep_last=1, grace_seconds=0)
+    assert stale.commit() == 4
+    fresh = olympia.load_catalog(str(tmp_path / "c"))
+    assert fresh.latest().list_namespaces() == ["late", "n0", "n1", "n2"]
+    assert fresh.oldest_version == 3
+    for v in (0, 1, 2):
+        assert fresh.store.storage.read(layout.root_path(v)) == layout.EXPIRED_ROOT
+    assert fresh.fsck().clean

@@ -25,7 +25,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from olympia.errors import InvalidPathError, StorageError
+from olympia.errors import InvalidPathError, StorageError, StorageFileNotFoundError
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
 
@@ -138,6 +138,21 @@ class Storage(ABC):
     def delete(self, path: str) -> None:
         """Delete ``path``; deleting a missing file is not an error."""
         self._delete(check_path(path))
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """The size in bytes of every file :meth:`list` would return for
+        ``prefix``, by relative path (a listing that includes sizes where
+        the store has them)."""
+        return self._list_sizes(check_path(prefix.rstrip("/")))
+
+    def _list_sizes(self, prefix: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for path in self._list(prefix):
+            try:
+                out[path] = len(self._read(path))
+            except StorageFileNotFoundError:
+                continue  # deleted since it was listed
+        return out
 
     def list(self, prefix: str) -> list[str]:
         """Return the sorted relative paths of all files under folder ``prefix``."""

@@ -263,6 +263,16 @@ class LocalStorage(Storage):
                         out.append(check_path(rel))
         return out
 
+    def _list_sizes(self, prefix: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for path in self._list(prefix):
+            with self._translating("list", prefix):
+                try:
+                    out[path] = os.stat(self._full(path)).st_size
+                except FileNotFoundError:
+                    continue  # removed since it was listed
+        return out
+
 
 class _LocalStaged(Staged):
     """A durable temporary file waiting to be linked into place."""

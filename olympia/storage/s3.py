@@ -210,7 +210,10 @@ class S3Storage(Storage):
                 # S3 deletes of missing keys succeed anyway; nothing to do.
 
     def _list(self, prefix: str) -> list[str]:
-        out: list[str] = []
+        return list(self._list_sizes(prefix))
+
+    def _list_sizes(self, prefix: str) -> dict[str, int]:
+        out: dict[str, int] = {}
         request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": f"{self._key(prefix)}/"}
         with self._translating("list", prefix):
             while True:
@@ -219,7 +222,7 @@ class S3Storage(Storage):
                     # Folder markers ("a/") and keys no catalog path can name
                     # are not catalog files.
                     with contextlib.suppress(InvalidPathError):
-                        out.append(check_path(obj["Key"][len(self._prefix) :]))
+                        out[check_path(obj["Key"][len(self._prefix) :])] = int(obj.get("Size", 0))
                 if not reply.get("IsTruncated"):
                     return out
                 request["ContinuationToken"] = reply["NextContinuationToken"]
