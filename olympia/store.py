@@ -441,9 +441,10 @@ class CatalogStore:
         """The root of the latest version, starting over when expiration
         removes the version found before its root could be read.
 
-        A store that saw a version before probes from it (two sequential
-        rounds of requests on S3: the roots above it, then the floor); a
-        fresh one reads the hint and the floor first (three)."""
+        A store that saw a version before probes from it (one round of
+        requests on S3 in a catalog of format version 2; version 1 reads the
+        floor afterwards); a fresh one reads the hint and the floor first
+        (two rounds; three in version 1)."""
         root = self._probe_known()
         if root is not None:
             return root
@@ -532,9 +533,14 @@ class CatalogStore:
             if not complete:
                 # Versions are dense above the floor: ``last`` was the latest
                 # when its successor was found missing, unless expiration had
-                # deleted that successor, which the floor read now tells
-                # (it writes the floor before deleting any root).
-                if last < self.oldest_version():
+                # deleted that successor. Format version 2 never deletes a
+                # published root (it leaves a marker, which the probe would
+                # have read), so ``last``, read as a root, is the latest and
+                # not expired (spec/format.md §2.2-2.3). Version 1: the floor
+                # read now tells (expiration writes it before deleting roots).
+                held = self._roots.get(layout.root_path(last))
+                marked = isinstance(held, Root) and int(held.definition.format_version) >= 2
+                if not marked and last < self.oldest_version():
                     return None
                 self._note_seen(last)
                 return self.load_root(last)
