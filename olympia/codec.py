@@ -11,6 +11,7 @@ hold the action records of one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import struct
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from olympia.errors import CorruptCatalogError
-from olympia.layout import MAX_VERSION
+from olympia.layout import MAX_VERSION, parse_inline_ref
 from olympia.node import DefRef, Node, Value
 
 #: A node file whose column data (the ``nbytes`` of its four Arrow columns)
@@ -69,6 +70,8 @@ K_BEGIN_VERSION = "$begin_version"
 K_ISOLATION = "$isolation"
 K_SERIALIZED_BEFORE = "$serialized_before"
 K_ACTIONS = "$actions"
+#: Prefix of the system keys of inline nodes: ``$node.0``, ``$node.1``, ...
+K_NODE_PREFIX = "$node."
 _INT_KEYS = {K_CREATED_AT, K_HEIGHT, K_N_KEYS, K_VERSION, K_N_ACTIONS, K_BEGIN_VERSION}
 _TEXT_KEYS = {
     K_ACTIONS,
@@ -117,6 +120,10 @@ class RootInfo:
     action_file: str | None = None
     #: With ``action_file``: how many actions the file holds.
     action_file_count: int = 0
+    #: Format version 2: complete non-root node files carried inside the
+    #: root (system rows ``$node.<i>``), which children name as
+    #: ``vn/<root file name>/<i>`` (spec/format.md §3.6).
+    inline_nodes: tuple[bytes, ...] = ()
 
     @property
     def n_actions(self) -> int:
@@ -209,6 +216,10 @@ def encode_node(
             system(K_ISOLATION, root.isolation.encode())
         if root.serialized_before:
             system(K_SERIALIZED_BEFORE, ",".join(map(str, root.serialized_before)).encode())
+        if root.inline_nodes and format_version < 2:
+            raise ValueError("inline nodes need format version 2")
+        for i, blob in enumerate(root.inline_nodes):
+            system(f"{K_NODE_PREFIX}{i}", blob)
     for k in sorted(nf.extra):
         system(k, nf.extra[k])
 
@@ -236,7 +247,12 @@ def encode_node(
             defs.append(None)
             children.append(None)
 
-    return _write_file(MAGIC, format_version, keys, values, defs, children, compression)
+    # Inline nodes are node files already, each compressed by its own size:
+    # they do not count towards the root's compression threshold.
+    inline_bytes = sum(map(len, root.inline_nodes)) if root is not None else 0
+    return _write_file(
+        MAGIC, format_version, keys, values, defs, children, compression, inline_bytes
+    )
 
 
 def _write_file(
@@ -247,6 +263,7 @@ def _write_file(
     defs: list[str | None],
     children: list[str | None],
     compression: str | None,
+    uncounted: int = 0,
 ) -> bytes:
     bkeys = _utf8(keys)
     crc = _checksum([bkeys, values, _utf8(defs), _utf8(children)])
@@ -263,7 +280,7 @@ def _write_file(
         pa.array(defs, pa.utf8()),
         pa.array(children, pa.utf8()),
     ]
-    if compression == "none" or _data_size(arrays) < COMPRESSION_MIN_BYTES:
+    if compression == "none" or _data_size(arrays) - uncounted < COMPRESSION_MIN_BYTES:
         compression = None
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression=compression)
@@ -461,8 +478,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
             if c is None or v is not None or d is not None:
                 raise bad("internal row must hold a child and nothing else")
-            if not _is_file_path(c, "node/"):
-                raise bad(f"child {c[:80]!r} is not a path in node/")
+            if not _is_file_path(c, "node/") and (version < 2 or parse_inline_ref(c) is None):
+                raise bad(f"child {c[:80]!r} is not a path in node/ or an inline node reference")
             kids.append(c)
         node = Node(height=height, keys=node_keys, children=tuple(kids))
 
@@ -489,6 +506,17 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         )
     known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF}
     extra = {k: v for k, v in system.items() if k not in known}
+    inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
+    if inline:
+        if root is None or version < 2:
+            raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
+        wanted = {f"{K_NODE_PREFIX}{i}" for i in range(len(inline))}
+        if inline.keys() != wanted:
+            raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
+        root = dataclasses.replace(
+            root, inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline)))
+        )
+        extra = {k: v for k, v in extra.items() if k not in inline}
     return NodeFile(
         node=node,
         created_at_millis=ints[K_CREATED_AT],

@@ -58,6 +58,32 @@ def root_path(version: int) -> str:
     return f"{VERSION_DIR}/{version_file_name(version)}"
 
 
+#: A child reference to an inline node (spec/format.md §3.6): the root file
+#: that carries it, then its index.
+_INLINE_REF = re.compile(r"^vn/([01]{63}0)/(0|[1-9][0-9]{0,8})$")
+
+
+def inline_ref(version: int, index: int) -> str:
+    """How a parent names inline node ``index`` of the root of ``version``."""
+    return f"{root_path(version)}/{index}"
+
+
+def parse_inline_ref(ref: str) -> tuple[int, int] | None:
+    """``(version, index)`` of an inline node reference, or None when ``ref``
+    is not one."""
+    m = _INLINE_REF.match(ref)
+    if m is None:
+        return None
+    return int(m.group(1)[::-1], 2), int(m.group(2))
+
+
+def file_of(ref: str) -> str:
+    """The file that holds what a child reference names: the root file for an
+    inline node, the node file itself otherwise."""
+    parsed = parse_inline_ref(ref)
+    return ref if parsed is None else root_path(parsed[0])
+
+
 _CONTENT_NAME = re.compile(r"^(node|def|act)/([0-9]{13,})-([0-9a-f]{32})\.(arrow|binpb)$")
 
 

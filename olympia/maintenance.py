@@ -25,7 +25,7 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 from olympia.keys import validate_transaction_id
-from olympia.node import DefRef, Node
+from olympia.node import ChildRef, DefRef, Node
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import Storage, open_storage
@@ -521,7 +521,8 @@ def _copy_export(
         # can be resumed in the target.
         for key in txn_keys:
             files.update(store.storage.list(f"{layout.DTXN_DIR}/{key[4:].rstrip()}"))
-        for path in sorted(files):
+        root_paths = {root.path for root in roots}
+        for path in sorted(_files_of(files) - root_paths):
             record.renew_if_old()
             _copy(store.storage, target, path)
         for root in roots:
@@ -532,7 +533,10 @@ def _copy_export(
         return
     # Minimal: the begin versions of distributed transactions do not exist in
     # the target, so their objects are left out.
-    node = latest.node
+    # The copy is a new catalog at version 0 whose nodes are written afresh:
+    # this catalog's trees name inline nodes of roots the target does not have.
+    with store.reading(latest.version):
+        node = _thaw(store, latest.node)
     if txn_keys:
         node = tree.apply(node, [(k, None) for k in txn_keys], latest.order, store.load_node)
     _walk(store, node, files)
@@ -544,6 +548,34 @@ def _copy_export(
         copy_store.commit(0, node, latest.definition, uuid.uuid4().hex)
     finally:
         copy_store.close()
+
+
+def _thaw(store: CatalogStore, node: Node) -> Node:
+    """``node`` with every subtree that reaches an inline node loaded into
+    memory, so that a commit writes those nodes again; subtrees of node files
+    only are still named by path (spec/format.md §3.6: node files may name
+    inline nodes, so a node file is taken over only if nothing under it is
+    inline)."""
+    thawed, _ = _thaw_child(store, node)
+    assert isinstance(thawed, Node)
+    return thawed
+
+
+def _thaw_child(store: CatalogStore, child: ChildRef) -> tuple[ChildRef, bool]:
+    """``(child or its in-memory copy, whether anything under it was inline)``."""
+    inline = isinstance(child, str) and layout.parse_inline_ref(child) is not None
+    node = child if isinstance(child, Node) else store.load_node(child)
+    if node.is_leaf:
+        return (node if inline else child), inline
+    kids: list[ChildRef] = []
+    below = False
+    for c in node.children:
+        k, changed = _thaw_child(store, c)
+        kids.append(k)
+        below = below or changed
+    if not (inline or below or isinstance(child, Node)):
+        return child, False
+    return Node(node.height, node.keys, (), tuple(kids)), inline or below
 
 
 def _copy(source: Storage, target: Storage, path: str) -> None:
@@ -681,9 +713,14 @@ def expire_versions(
     # deleting it, so that no stale writer can publish that version again
     # (spec/format.md §2.3); version 1 deletes it.
     markers = int(kept.roots[-1].definition.format_version) >= 2
+    # Roots below the floor that carry inline nodes a kept tree reaches stay
+    # whole (spec/format.md §3.6).
+    containers = _files_of(kept.files)
     deleted_roots = 0
     for v, size in _listed_roots(store.storage).items():
         if v >= floor or v in kept.pinned or size == len(layout.EXPIRED_ROOT):
+            continue
+        if layout.root_path(v) in containers:
             continue
         if markers:
             store.storage.overwrite(layout.root_path(v), layout.EXPIRED_ROOT)
@@ -709,6 +746,12 @@ def expire_versions(
     return ExpireResult(
         floor, deleted_roots, deleted_files, deleted_pins, deleted_tmp, tuple(kept.broken)
     )
+
+
+def _files_of(refs: Iterable[str]) -> set[str]:
+    """The files that hold what ``refs`` (node, action, definition paths and
+    inline node references) name: an inline node is held by a root file."""
+    return {layout.file_of(r) for r in refs}
 
 
 def _listed_roots(storage: Storage) -> dict[int, int]:
@@ -834,7 +877,7 @@ def check_files(store: CatalogStore) -> FileCheck:
     needed.update(path for path, _ in bad_records)
     needed.update(layout.root_path(v) for v in kept.pinned)
     unreadable, kept.missing = kept.missing, []
-    for path in sorted(kept.files | set(unreadable)):
+    for path in sorted(_files_of(kept.files | set(unreadable))):
         needed.add(path)
         try:
             data = storage.read(path)
@@ -842,7 +885,7 @@ def check_files(store: CatalogStore) -> FileCheck:
             kept.missing.append(path)
             continue
         if path.startswith(f"{layout.VERSION_DIR}/") and layout.is_expired_root(data):
-            kept.missing.append(path)  # a pinned version that was expired
+            kept.missing.append(path)  # a pinned or inline-node-carrying root that was expired
             continue
         checked += 1
         if not layout.content_matches(path, data):

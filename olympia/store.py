@@ -222,6 +222,12 @@ _PROBE_WIDTH = 4
 _PROBE_ROUNDS = 3
 #: Readers of a bounded pool: roots of a probe, the children of a listing.
 _READ_WORKERS = 64
+#: A commit carries at most this many of its new non-root nodes, of at most
+#: this many bytes in all, inside its root file (spec/format.md §3.6); the
+#: rest are node files. A one-object commit changes one node per level.
+INLINE_NODES_MAX = 8
+INLINE_BYTES_MAX = 512 * 1024
+_INLINE_PREFIX = f"{layout.VERSION_DIR}/"
 
 
 class _LRU:
@@ -311,10 +317,45 @@ class CatalogStore:
         cached = self._nodes.get(path)
         if cached is not None:
             return cached  # type: ignore[return-value]
+        if path.startswith(_INLINE_PREFIX):
+            return self._load_inline(path)
         nf = decode_node(self._read_required(path, "node file"), path)
         if nf.root is not None:
             raise CorruptCatalogError(f"node file {path} is a root node where a child was expected")
         self._nodes.put(path, nf.node)
+        return nf.node
+
+    def _load_inline(self, ref: str) -> Node:
+        """An inline node (spec/format.md §3.6): read from the root file that
+        carries it, whatever the floor says (a kept tree may name a node in
+        the root of an expired version; expiration keeps that file)."""
+        parsed = layout.parse_inline_ref(ref)
+        if parsed is None:
+            raise CorruptCatalogError(f"child reference {ref!r} names no node")
+        version, index = parsed
+        path = layout.root_path(version)
+        held = self._roots.get(path)
+        if isinstance(held, Root):
+            info = held.info
+        else:
+            data = self._read_required(path, "root file")
+            if layout.is_expired_root(data):
+                raise MissingFileError(
+                    f"root file {path}, which holds node {ref}, was replaced by an "
+                    f"expired-root marker in the catalog at {self.storage.location}"
+                )
+            info = self._decode_root(version, data).info
+        if index >= len(info.inline_nodes):
+            raise CorruptCatalogError(
+                f"node {ref} does not exist: the root of version {version} holds "
+                f"{len(info.inline_nodes)} inline nodes"
+            )
+        nf = decode_node(info.inline_nodes[index], ref)
+        if nf.root is not None:
+            raise CorruptCatalogError(
+                f"inline node {ref} is a root node where a child was expected"
+            )
+        self._nodes.put(ref, nf.node)
         return nf.node
 
     def read_value(self, value: Value) -> bytes:
@@ -635,7 +676,10 @@ class CatalogStore:
     def prefetch_nodes(self, paths: Sequence[str]) -> None:
         """Load the node files at ``paths`` into the cache, in parallel where
         the storage benefits (a listing reads sibling leaves this way)."""
-        missing = [p for p in paths if self._nodes.get(p) is None]
+        # Inline nodes come with the root that carries them, not as files.
+        missing = [
+            p for p in paths if self._nodes.get(p) is None and not p.startswith(_INLINE_PREFIX)
+        ]
         if len(missing) > 1 and self.storage.parallel_reads:
             # One batch of requests; each reply is then checked and decoded by
             # load_node's own path (a failed read is left for load_node to
@@ -726,12 +770,20 @@ class CatalogStore:
         compression: str,
         emit: Callable[[str, bytes], None],
         format_version: int,
+        version: int,
+        inline: list[bytes],
     ) -> tuple[Node, list[tuple[str, Node]]]:
         """Name every new node and big value, handing each file to ``emit`` as
         soon as it is encoded; return the root with paths for children and the
-        new (path, node) pairs."""
+        new (path, node) pairs.
+
+        Format version 2: the first new nodes, up to :data:`INLINE_NODES_MAX`
+        of them and :data:`INLINE_BYTES_MAX` bytes, are appended to
+        ``inline`` (carried by the root of ``version``) instead of being
+        written as node files (spec/format.md §3.6)."""
         written: list[tuple[str, Node]] = []
         now = int(time.time() * 1000)
+        room = [INLINE_BYTES_MAX if format_version >= 2 else -1]
 
         def offload(values: Iterable[Value]) -> tuple[Value, ...]:
             out: list[Value] = []
@@ -753,8 +805,13 @@ class CatalogStore:
                 if isinstance(child, Node):
                     stored = persist(child)
                     data = encode_node(NodeFile(stored, now), compression, format_version)
-                    path = layout.node_path(data)
-                    emit(path, data)
+                    if len(inline) < INLINE_NODES_MAX and len(data) <= room[0]:
+                        room[0] -= len(data)
+                        path = layout.inline_ref(version, len(inline))
+                        inline.append(data)
+                    else:
+                        path = layout.node_path(data)
+                        emit(path, data)
                     written.append((path, stored))
                     kids.append(path)
                 else:
@@ -803,8 +860,15 @@ class CatalogStore:
         if action_file is not None and action_file != actions.written:
             assert actions.data is not None
             emit(action_file, actions.data)
+        inline: list[bytes] = []
         stored_root, written = self._materialize(
-            root, int(definition.inline_value_max_bytes), compression, emit, format_version
+            root,
+            int(definition.inline_value_max_bytes),
+            compression,
+            emit,
+            format_version,
+            version,
+            inline,
         )
         now = int(time.time() * 1000)
         info = RootInfo(
@@ -819,6 +883,7 @@ class CatalogStore:
             serialized_before=tuple(serialized_before),
             action_file=action_file,
             action_file_count=actions.count if action_file is not None else 0,
+            inline_nodes=tuple(inline),
         )
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression, format_version)
         # The root's content is made durable while the node files are still

@@ -144,13 +144,41 @@ def test_single_object_commit_writes_one_path(tmp_path):
     height = cat.store.load_root(cat.version).node.height
     assert height >= 3
     _commit(cat, {"AAAC002500": b"changed"})
+    # One file: the root carries the new node of each level below it inline.
+    assert cat.store.last_write.files == 1
+    root = cat.store.load_root(cat.version)
+    assert len(root.info.inline_nodes) == height
+    fresh = olympia.load_catalog(uri)
+    assert fresh.latest().get("AAAC002500") == b"changed"
+    assert fresh.latest().get("AAAC004999") == b"v"
+
+
+def test_single_object_commit_of_a_format_1_catalog_writes_one_node_file_per_level(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri, node_order=8, format_version=1)
+    _commit(cat, {f"AAAC{i:06d}": b"v" for i in range(5000)})
+    height = cat.store.load_root(cat.version).node.height
+    _commit(cat, {"AAAC002500": b"changed"})
     assert cat.store.last_write.files == height + 1  # the path below the root, plus the root
+    assert cat.store.load_root(cat.version).info.inline_nodes == ()
+
+
+def test_a_big_commit_carries_at_most_eight_nodes_inline(tmp_path):
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri, node_order=8)
+    _commit(cat, {f"AAAC{i:06d}": b"v" for i in range(5000)})
+    root = cat.store.load_root(cat.version)
+    assert len(root.info.inline_nodes) == 8
+    node_files = list((tmp_path / "c" / "node").iterdir())
+    assert len(node_files) > 100
+    fresh = olympia.load_catalog(uri)
+    assert [k for k, _ in fresh.latest().scan("AAAC")] == [f"AAAC{i:06d}" for i in range(5000)]
 
 
 def _damage(tmp_path, cat):
     root = cat.store.load_root(cat.version)
-    child = root.node.children[0]
-    assert isinstance(child, str)
+    # a child held in a node file (the root may carry some inline)
+    child = next(c for c in root.node.children if isinstance(c, str) and c.startswith("node/"))
     return child, tmp_path / "c" / child
 
 

@@ -177,7 +177,7 @@ def test_fsck_finds_missing_damaged_and_orphan_files(tmp_path: Path) -> None:
     cat = olympia.load_catalog(uri)
     with cat.transaction() as t:
         t.create_namespace("ns")
-        for i in range(20):
+        for i in range(60):  # more new nodes than a root carries inline
             t.create_table("ns", f"t{i:02d}", f"s3://x/{i}.json")
         # a value above inline_value_max_bytes goes to a definition file
         t.create_table("ns", "big", "s3://x/big.json", properties={"k": "v" * 5000})

@@ -140,7 +140,7 @@ def test_views_and_transactions_of_an_expired_version_say_it_was_expired(
 
 def test_a_missing_file_of_a_kept_version_is_corruption(tmp_path):
     cat = _new(str(tmp_path / "c"))
-    _fill(cat, "a")
+    _fill(cat, "a", count=30)  # more new nodes than a root carries inline
     node = cat.store.storage.list(layout.NODE_DIR)[0]
     cat.store.storage.delete(node)
     with pytest.raises(CorruptCatalogError, match="missing"):
@@ -330,7 +330,7 @@ def test_lapsed_pins_are_ignored_and_removed(tmp_path):
 
 def test_fsck_reports_damaged_missing_and_orphan_files(tmp_path):
     cat = _new(str(tmp_path / "c"))
-    _fill(cat, "a")
+    _fill(cat, "a", count=30)  # more new nodes than a root carries inline
     storage = cat.store.storage
     assert cat.fsck().clean
     check = cat.fsck()

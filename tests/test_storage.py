@@ -741,6 +741,8 @@ def test_commit_stages_its_root_while_node_files_are_written(tmp_path: Path) -> 
     cat = olympia.load_catalog(storage)
     with cat.transaction() as t:
         t.update_table("n", "t07", metadata_location="m/7b")
+        for i in range(40):  # more new nodes than the root carries inline
+            t.create_table("n", f"u{i:02d}", f"m/u{i}")
     assert storage.node_writes_after_root and all(storage.node_writes_after_root)
     assert cat.latest().describe_table("n", "t07").metadata_location == "m/7b"
     cat.close()
