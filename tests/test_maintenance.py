@@ -242,16 +242,23 @@ def test_expired_roots_become_markers_that_no_writer_can_publish_over(any_storag
     assert olympia.load_catalog(uri, opts).latest().list_namespaces() == [f"n{i}" for i in range(4)]
 
 
-def test_format_version_1_catalogs_delete_expired_roots_and_check_the_floor_after_publishing(
-    tmp_path,
-):
-    cat = olympia.create_catalog(str(tmp_path / "c"), format_version=1)
+def _stale_writer_then_expiration(cat):
+    """A transaction that begins, three versions committed after it, and an
+    expiration that keeps only the last: the stale transaction, uncommitted."""
     stale = cat.begin()
     stale.create_namespace("late")
     for i in range(3):
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
     cat.expire_versions(keep_last=1, grace_seconds=0)
+    return stale
+
+
+def test_format_version_1_catalogs_delete_expired_roots_and_check_the_floor_after_publishing(
+    tmp_path,
+):
+    cat = olympia.create_catalog(str(tmp_path / "c"), format_version=1)
+    stale = _stale_writer_then_expiration(cat)
     assert not cat.store.storage.exists(layout.root_path(1))
     # the stale writer re-creates root 1, reads the floor, and takes it back
     with pytest.raises(olympia.CommitConflictError) as info:
@@ -270,12 +277,7 @@ def test_stale_commit_that_still_holds_the_expired_roots_is_checked_against_them
     (here: it committed them) checks its actions against those immutable
     roots even after expiration: nothing is lost and nothing is re-created."""
     cat = olympia.create_catalog(str(tmp_path / "c"))
-    stale = cat.begin()
-    stale.create_namespace("late")
-    for i in range(3):
-        with cat.transaction() as t:
-            t.create_namespace(f"n{i}")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    stale = _stale_writer_then_expiration(cat)
     assert stale.commit() == 4
     fresh = olympia.load_catalog(str(tmp_path / "c"))
     assert fresh.latest().list_namespaces() == ["late", "n0", "n1", "n2"]
