@@ -100,6 +100,9 @@ def catalog_conf(uri: str, *, catalog: str = "lake", token: str | None = None) -
     """The Spark settings of an Iceberg REST catalog ``catalog`` at ``uri``.
 
     Iceberg's table cache is off, so that every statement reads the catalog.
+    Scan and commit metrics reports are off: the olympia server accepts them
+    (``POST .../metrics``) but keeps nothing, so each would cost a request
+    for nothing.
     """
     prefix = f"spark.sql.catalog.{catalog}"
     conf = {
@@ -107,6 +110,7 @@ def catalog_conf(uri: str, *, catalog: str = "lake", token: str | None = None) -
         f"{prefix}.type": "rest",
         f"{prefix}.uri": uri,
         f"{prefix}.cache-enabled": "false",
+        f"{prefix}.rest-metrics-reporting-enabled": "false",
     }
     if token is not None:
         conf[f"{prefix}.token"] = token
