@@ -127,7 +127,17 @@ def rss_now_kb() -> int | None:
 
 
 def peak_rss_kb() -> int:
-    """Peak resident set size of this process so far, in KiB (``ru_maxrss``)."""
+    """Peak resident set size of this process so far, in KiB: ``VmHWM`` of
+    /proc/self/status where there is one. Not ``ru_maxrss`` first: on Linux it
+    survives ``execve``, so a spawned child would report its parent's peak
+    when the parent was bigger."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes
 
@@ -763,7 +773,7 @@ METHOD = """\
   then `CatalogStore.commit` of version 1 (no action rows). "apply" is the
   in-memory tree build, "write" is encoding, hashing and writing the files
   (with fsync). "objects built" (building keys and serialized values) is not
-  part of the total. Peak RSS is `ru_maxrss` of the child right after the bulk
+  part of the total. Peak RSS is `VmHWM` of the child right after the bulk
   load; "RSS before bulk" is its RSS with the N changes built in memory.
 - Single-object commit (olympia): `latest_version()` (probing storage), load
   that root, `tree.apply` of one changed value, `CatalogStore.commit` with one
