@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 from olympia import layout, tree
 from olympia.codec import (
@@ -56,8 +56,6 @@ from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.storage.base import Staged, Storage
 
 _WRITE_WORKERS = 16
-
-T = TypeVar("T")
 
 
 #: Every open store, so a forked child can reset their threads (see below).
@@ -221,7 +219,6 @@ _PROBE_WIDTH = 4
 #: Rounds of a probe from a known version before the full procedure takes over.
 _PROBE_ROUNDS = 3
 #: Readers of a bounded pool: roots of a probe, the children of a listing.
-_READ_WORKERS = 64
 #: A commit carries at most this many of its new non-root nodes, of at most
 #: this many bytes in all, inside its root file (spec/format.md §3.6); the
 #: rest are node files. A one-object commit changes one node per level.
@@ -274,7 +271,6 @@ class CatalogStore:
         #: Cache for data derived from immutable files (e.g. conflict footprints).
         self.derived = _LRU(cache_size)
         self._pool: ThreadPoolExecutor | None = None
-        self._readers: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._hint_write: Future[None] | None = None
         #: The newest version this store saw published (found or committed):
@@ -288,7 +284,6 @@ class CatalogStore:
         only the thread that forked, so the inherited pool would never run a
         task and a lock held by another thread would never be released."""
         self._pool = None
-        self._readers = None
         self._pool_lock = threading.Lock()
         for cache in (self._nodes, self._values, self._roots, self.derived):
             cache.reset_lock()
@@ -504,6 +499,19 @@ class CatalogStore:
         except StorageFileNotFoundError:
             return None
 
+    def _read_counters(self, *paths: str) -> list[int | None]:
+        """:meth:`_read_counter` of each path, the reads sent together."""
+        out: list[int | None] = []
+        for reply in self.storage.read_many(paths):
+            if isinstance(reply, StorageFileNotFoundError):
+                out.append(None)
+            elif isinstance(reply, StorageError):
+                raise reply
+            else:
+                assert isinstance(reply, bytes)
+                out.append(layout.decode_counter(reply))
+        return out
+
     def oldest_version(self) -> int:
         """The floor below which versions may have been deleted (``vn/oldest``),
         read from storage."""
@@ -558,12 +566,7 @@ class CatalogStore:
         """
         start = self._seen
         if start < 0:
-            hint, floor = self._parallel(
-                [
-                    lambda: self._read_counter(layout.LATEST_HINT),
-                    lambda: self._read_counter(layout.OLDEST_FLOOR),
-                ]
-            )
+            hint, floor = self._read_counters(layout.LATEST_HINT, layout.OLDEST_FLOOR)
             start = max(hint or 0, floor or 0)
         width = _PROBE_WIDTH
         for _ in range(_PROBE_ROUNDS):
@@ -613,8 +616,21 @@ class CatalogStore:
 
             return read
 
+        replies: list[bytes | bool | None]
         if self.storage.parallel_reads:
-            replies = self._parallel([probe(v) for v in versions])
+            # One batch: every root read (the start only checked when its
+            # root is held), sent together.
+            asked = versions[1:] if start_exists else versions
+            paths = [layout.root_path(v) for v in asked]
+            heads = {paths[0]} if cached and not start_exists else set()
+            replies = [True] if start_exists else []
+            for reply in self.storage.read_many(paths, heads):
+                if isinstance(reply, StorageFileNotFoundError):
+                    replies.append(None)
+                elif isinstance(reply, StorageError):
+                    raise reply
+                else:
+                    replies.append(reply)
         else:  # one at a time, stopping at the first missing root
             replies = []
             for v in versions:
@@ -660,18 +676,6 @@ class CatalogStore:
         if found is not None and not found[1]:
             return self.load_root(found[0])
         return self.load_latest()
-
-    def _parallel(self, calls: Sequence[Callable[[], T]]) -> list[T]:
-        """Run ``calls`` on the reader pool, at most its size at a time; their
-        results in order (the first exception is raised)."""
-        if len(calls) <= 1 or not self.storage.parallel_reads:
-            return [c() for c in calls]
-        with self._pool_lock:
-            if self._readers is None:
-                self._readers = ThreadPoolExecutor(_READ_WORKERS, thread_name_prefix="olympia-read")
-            pool = self._readers
-        futures = [pool.submit(c) for c in calls]
-        return [f.result() for f in futures]
 
     def prefetch_nodes(self, paths: Sequence[str]) -> None:
         """Load the node files at ``paths`` into the cache, in parallel where
@@ -758,9 +762,6 @@ class CatalogStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
-            if self._readers is not None:
-                self._readers.shutdown(wait=True)
-                self._readers = None
         self.storage.close()
 
     def _materialize(

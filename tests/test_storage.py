@@ -70,6 +70,10 @@ def test_read_many_returns_each_content_or_its_error_in_order(storage: Storage) 
     assert "a/missing" in str(got[1])
     assert got[2:] == [b"1", b"22"]
     assert storage.read_many([]) == []
+    # paths in heads are only checked for existence
+    got = storage.read_many(["a/one", "a/two", "a/gone"], heads={"a/one", "a/gone"})
+    assert got[0] is True and got[1] == b"22"
+    assert isinstance(got[2], StorageFileNotFoundError)
     with pytest.raises(InvalidPathError):
         storage.read_many(["a/../x"])
 

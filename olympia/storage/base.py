@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from olympia.errors import InvalidPathError, StorageError, StorageFileNotFoundError
 
@@ -76,21 +76,34 @@ class Storage(ABC):
         """
         return self._read(check_path(path))
 
-    def read_many(self, paths: Sequence[str]) -> builtins.list[bytes | StorageError]:
-        """Read every file of ``paths``; the content of each, or the
-        :class:`StorageError` reading it raised, in the order of ``paths``.
+    def read_many(
+        self, paths: Sequence[str], heads: Collection[str] = ()
+    ) -> builtins.list[bytes | bool | StorageError]:
+        """Read every file of ``paths`` (only check that it exists for those
+        also in ``heads``); per path, in order: its content, ``True`` for an
+        existing path of ``heads``, or the :class:`StorageError` the request
+        raised (:class:`StorageFileNotFoundError` for a missing file).
 
         A remote backend sends the requests together (one round trip for all
-        of them); the default reads one after another.
+        of them); the default makes them one after another.
         """
         checked = [check_path(p) for p in paths]
-        return self._read_many(checked)
+        return self._read_many(checked, frozenset(heads))
 
-    def _read_many(self, paths: Sequence[str]) -> builtins.list[bytes | StorageError]:
-        out: builtins.list[bytes | StorageError] = []
+    def _read_many(
+        self, paths: Sequence[str], heads: frozenset[str]
+    ) -> builtins.list[bytes | bool | StorageError]:
+        out: builtins.list[bytes | bool | StorageError] = []
         for path in paths:
             try:
-                out.append(self._read(path))
+                if path in heads:
+                    if not self._exists(path):
+                        raise StorageFileNotFoundError(
+                            f"file {path!r} not found in {self.location}"
+                        )
+                    out.append(True)
+                else:
+                    out.append(self._read(path))
             except StorageError as exc:
                 out.append(exc)
         return out

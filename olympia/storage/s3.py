@@ -66,8 +66,8 @@ class S3Storage(Storage):
         self.location = f"s3://{root}"
         options = {**(storage_options or {}), "skip_instance_cache": True}
         options["use_listings_cache"] = False
-        # Room for the parallel reads of a listing or a probe (the catalog's
-        # reader pool has 64 threads); an explicit setting wins.
+        # Room for the batched reads of a listing or a probe (up to 64 in
+        # one batch); an explicit setting wins.
         options["config_kwargs"] = {
             "max_pool_connections": 64,
             **(options.get("config_kwargs") or {}),
@@ -128,25 +128,30 @@ class S3Storage(Storage):
             # the size through info(), which may answer from its cache.
             return bytes(self._fs.cat_file(self._full(path), max_concurrency=1))
 
-    def _read_many(self, paths: Sequence[str]) -> list[bytes | StorageError]:
-        # One gather on s3fs's event loop: every GET is sent before any reply
-        # is handled, so the whole batch costs one round trip (the connection
-        # pool queues what exceeds its size).
+    def _read_many(
+        self, paths: Sequence[str], heads: frozenset[str]
+    ) -> list[bytes | bool | StorageError]:
+        # One gather on s3fs's event loop: every request is sent before any
+        # reply is handled, so the whole batch costs one round trip (the
+        # connection pool queues what exceeds its size).
         fs = self._fs
 
-        async def one(path: str) -> bytes | StorageError:
+        async def one(path: str) -> bytes | bool | StorageError:
             try:
+                if path in heads:
+                    await fs._call_s3("head_object", Bucket=self._bucket, Key=self._key(path))
+                    return True
                 return bytes(await fs._cat_file(self._full(path), max_concurrency=1))
             except OlympiaError as exc:
                 return StorageError(str(exc))
             except Exception as exc:
                 return self._translate("read", path, exc)
 
-        async def every() -> list[bytes | StorageError]:
+        async def every() -> list[bytes | bool | StorageError]:
             return list(await asyncio.gather(*(one(p) for p in paths)))
 
         with self._translating("read", paths[0] if paths else ""):
-            result: list[bytes | StorageError] = fsspec.asyn.sync(fs.loop, every)
+            result: list[bytes | bool | StorageError] = fsspec.asyn.sync(fs.loop, every)
             return result
 
     def _put_if_absent(self, path: str, data: bytes) -> None:
