@@ -783,6 +783,7 @@ class CatalogStore:
         stored_root, written = self._materialize(
             root, int(definition.inline_value_max_bytes), compression, emit, format_version
         )
+        puts.seal()
         now = int(time.time() * 1000)
         info = RootInfo(
             version=version,

@@ -67,7 +67,8 @@ class PutGroup:
     only together, before anything that names the files is published: the
     new node, definition and action files of one commit.
 
-    :meth:`put` starts a put; :meth:`wait` returns once every put has ended,
+    :meth:`put` starts a put; :meth:`seal` says that no more follow;
+    :meth:`wait` returns once every put has ended,
     with the errors they raised (empty when all succeeded, each file then
     durable as :meth:`Storage.put_if_absent` promises). The generic form runs
     each put on ``submit``; a backend may group the work (the local one
@@ -83,6 +84,11 @@ class PutGroup:
         """Start ``put_if_absent(path, data)``; its error is reported by :meth:`wait`."""
         put = self._storage.put_if_absent
         self._futures.append(self._submit(lambda: put(path, data)))
+
+    def seal(self) -> None:
+        """No more puts will follow: the group may start finishing its work
+        (the local backend starts fsyncing the folders) while the caller does
+        other things before :meth:`wait`."""
 
     def wait(self) -> builtins.list[BaseException]:
         """Wait for every put; return the errors raised, in the order of the puts."""

@@ -10,8 +10,8 @@ Atomicity comes from the operating system, not from fsspec:
   over the final name, which is atomic for readers.
 * ``put_group`` (the new node, definition and action files of a commit,
   which nothing names until the commit's root is put) writes each temporary
-  file and links it into place at once, fsyncs the files in parallel in the
-  background, and then each folder once (spec/format.md §9.3).
+  file and links it into place at once, and fsyncs the files, and each
+  folder once, in parallel in the background (spec/format.md §9.3).
 * ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
   of time, so that a commit writes its root's data while its node files are
   still being written, and only the link waits for them.
@@ -317,9 +317,10 @@ class _LocalPutGroup(PutGroup):
     """The new files of one commit on local storage (format.md §9).
 
     Each put writes its temporary file and links it into place at once, from
-    the calling thread; only the fsync of the file runs in the background,
-    and :meth:`wait` then fsyncs each folder that gained a file once, instead
-    of once per file. Linking before the fsync is safe for these files only:
+    the calling thread; only the fsync of the file runs in the background.
+    :meth:`seal` starts the fsync of each folder that gained a file, once per
+    folder instead of once per file, alongside those of the files (the
+    entries are in the folders already). Linking before the fsync is safe for these files only:
     nothing names them until the group has been waited for (a root is put
     after that), so a crash before the fsync leaves at most an unreachable
     file, which expiration removes. A put that finds its file already there
@@ -331,8 +332,11 @@ class _LocalPutGroup(PutGroup):
         self._local = storage
         self._errors: list[BaseException] = []
         self._folders: set[str] = set()
+        self._sealed = False
 
     def put(self, path: str, data: bytes) -> None:
+        if self._sealed:
+            raise ValueError("put() after seal()")
         storage = self._local
         try:
             path = check_path(path)
@@ -343,12 +347,17 @@ class _LocalPutGroup(PutGroup):
         self._folders.add(os.path.dirname(storage._full(path)))
         self._futures.append(self._submit(functools.partial(_fsync_file, storage, path, fd)))
 
-    def wait(self) -> list[BaseException]:
-        errors = [*self._errors, *super().wait()]
-        if not errors:
+    def seal(self) -> None:
+        # The folders hold their new entries already: their fsyncs need not
+        # wait for the files' own.
+        if not self._sealed:
+            self._sealed = True
             for folder in sorted(self._folders):
-                _fsync_dir(folder)
-        return errors
+                self._futures.append(self._submit(functools.partial(_fsync_dir, folder)))
+
+    def wait(self) -> list[BaseException]:
+        self.seal()
+        return [*self._errors, *super().wait()]
 
 
 def _fsync_file(storage: LocalStorage, path: str, fd: int) -> None:
