@@ -862,3 +862,48 @@ def test_commit_fsyncs_its_node_files_before_publishing_the_root(
     inodes = {os.stat(tmp_path / "cat" / p).st_ino for p in new}
     assert inodes <= synced_at_publish[0]
     assert os.stat(tmp_path / "cat" / "node").st_ino in synced_at_publish[0]
+
+
+def test_local_put_group_holds_few_files_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit of many files does not hold one descriptor per file until
+    the end: a put waits for the oldest fsync once too many are pending."""
+    import olympia.storage.local as local_module
+
+    monkeypatch.setattr(local_module, "_OPEN_FILES_MAX", 4)
+
+    class Deferred:
+        """A future whose call runs only when its outcome is asked for."""
+
+        def __init__(self, call: Callable[[], None]) -> None:
+            self.call = call
+            self.done = False
+            self.error: BaseException | None = None
+
+        def exception(self) -> BaseException | None:
+            if not self.done:
+                self.done = True
+                try:
+                    self.call()
+                except BaseException as exc:  # handed over, as a future does
+                    self.error = exc
+            return self.error
+
+    pending: list[Deferred] = []
+
+    def submit(call: Callable[[], None]) -> Any:
+        pending.append(Deferred(call))
+        return pending[-1]
+
+    storage = LocalStorage(str(tmp_path))
+    group = storage.put_group(submit)
+    most = 0
+    for i in range(20):
+        group.put(f"node/f{i:02d}", b"x%d" % i)
+        most = max(most, sum(not d.done for d in pending))
+    assert most <= 4
+    assert group.wait() == []
+    assert all(d.done for d in pending)
+    assert [storage.read(f"node/f{i:02d}") for i in range(20)] == [b"x%d" % i for i in range(20)]
+    assert storage.temporary_files() == []

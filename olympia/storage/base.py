@@ -91,7 +91,7 @@ class PutGroup:
         other things before :meth:`wait`."""
 
     def wait(self) -> builtins.list[BaseException]:
-        """Wait for every put; return the errors raised, in the order of the puts."""
+        """Wait for every put; return the errors they raised (empty: all succeeded)."""
         return [e for e in (f.exception() for f in self._futures) if e is not None]
 
 

@@ -25,6 +25,7 @@ system, so ``link`` / ``replace`` work) and are never listed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import functools
@@ -33,6 +34,7 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 from olympia.errors import (
     InvalidPathError,
@@ -313,18 +315,25 @@ class LocalStorage(Storage):
         return out
 
 
+#: Files a put group holds open for their fsyncs at most (each is one
+#: descriptor until its fsync ends).
+_OPEN_FILES_MAX = 64
+
+
 class _LocalPutGroup(PutGroup):
     """The new files of one commit on local storage (format.md §9).
 
     Each put writes its temporary file and links it into place at once, from
-    the calling thread; only the fsync of the file runs in the background.
+    the calling thread; only the fsync of the file runs in the background
+    (at most :data:`_OPEN_FILES_MAX` files are held open for it at a time).
     :meth:`seal` starts the fsync of each folder that gained a file, once per
     folder instead of once per file, alongside those of the files (the
-    entries are in the folders already). Linking before the fsync is safe for these files only:
-    nothing names them until the group has been waited for (a root is put
-    after that), so a crash before the fsync leaves at most an unreachable
-    file, which expiration removes. A put that finds its file already there
-    with the same content fsyncs that file too: its writer may not have.
+    entries are in the folders already). Linking before the fsync is safe
+    for these files only: nothing names them until the group has been waited
+    for (a root is put after that), so a crash before the fsync leaves at
+    most an unreachable file, which expiration removes. A put that finds its
+    file already there with the same content fsyncs that file too: its
+    writer may not have.
     """
 
     def __init__(self, storage: LocalStorage, submit: Submit) -> None:
@@ -333,6 +342,8 @@ class _LocalPutGroup(PutGroup):
         self._errors: list[BaseException] = []
         self._folders: set[str] = set()
         self._sealed = False
+        #: The fsyncs started and not yet seen to have ended (each holds a file open).
+        self._open: collections.deque[Future[None]] = collections.deque()
 
     def put(self, path: str, data: bytes) -> None:
         if self._sealed:
@@ -345,7 +356,11 @@ class _LocalPutGroup(PutGroup):
             self._errors.append(exc)
             return
         self._folders.add(os.path.dirname(storage._full(path)))
-        self._futures.append(self._submit(functools.partial(_fsync_file, storage, path, fd)))
+        future = self._submit(functools.partial(_fsync_file, storage, path, fd))
+        self._futures.append(future)
+        self._open.append(future)
+        while len(self._open) >= _OPEN_FILES_MAX:  # a big commit: let the fsyncs catch up
+            self._open.popleft().exception()
 
     def seal(self) -> None:
         # The folders hold their new entries already: their fsyncs need not
