@@ -11,10 +11,11 @@ hold the action records of one transaction.
 
 from __future__ import annotations
 
+import array
 import dataclasses
-import itertools
+import operator
 import re
-import struct
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -153,14 +154,19 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
             crc = zlib.crc32(b"\xff\xff\xff\xff" * nulls, crc)
             continue
         if nulls:
-            lengths = [-1 if v is None else len(v) for v in col]
+            lengths = array.array("i", [-1 if v is None else len(v) for v in col])
             data = b"".join(v for v in col if v is not None)
         else:
-            lengths = list(map(len, col))  # type: ignore[arg-type]
+            lengths = array.array("i", map(len, col))  # type: ignore[arg-type]
             data = b"".join(col)  # type: ignore[arg-type]
-        crc = zlib.crc32(struct.pack(f"<{len(lengths)}i", *lengths), crc)
+        if _BIG_ENDIAN:
+            lengths.byteswap()
+        crc = zlib.crc32(lengths, crc)
         crc = zlib.crc32(data, crc)
     return crc
+
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def _data_size(arrays: Sequence[pa.Array]) -> int:
@@ -301,6 +307,23 @@ def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int
 _FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
 
 
+#: One or more child paths, each on its own line (checked together, see
+#: :func:`_are_node_paths`).
+_NODE_PATHS = re.compile(r"(?:node/[A-Za-z0-9._=-]+\n)*node/[A-Za-z0-9._=-]+")
+
+
+def _are_node_paths(paths: Sequence[str]) -> bool:
+    """Whether every one of ``paths`` passes ``_is_file_path(p, "node/")``."""
+    joined = "\n".join(paths)
+    if (
+        _NODE_PATHS.fullmatch(joined) is not None
+        and joined.count("\n") == len(paths) - 1  # no path holds a line break
+        and "/." not in joined
+    ):
+        return True  # (a name starting with "." is rare: those take the slow way)
+    return all(_is_file_path(p, "node/") for p in paths)
+
+
 def _is_file_path(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` followed by one allowed file name (format.md §2)."""
     name = path[len(folder) :]
@@ -340,7 +363,15 @@ def _raw_column(
 def _text_column(
     rows: list[bytes | None], name: str, bad: Callable[[str], CorruptCatalogError]
 ) -> list[str | None]:
+    nulls = rows.count(None)
+    if nulls == len(rows):  # a column the node does not use
+        return [None] * nulls
     try:
+        if not nulls:
+            # Usually ASCII without line breaks: one decode for the whole column.
+            joined = b"\n".join(rows)  # type: ignore[arg-type]
+            if joined.isascii() and joined.count(b"\n") == len(rows) - 1:
+                return joined.decode("ascii").split("\n")  # type: ignore[return-value]
         return [None if b is None else b.decode("utf-8") for b in rows]
     except UnicodeDecodeError as exc:
         raise bad(f"column {name} holds bytes that are not UTF-8 ({exc.reason})") from None
@@ -391,7 +422,7 @@ def _read_rows(
     keys = _text_column(raw_keys, "key", bad)
     defs = _text_column(raw_defs, "def", bad)
     children = _text_column(raw_children, "child", bad)
-    if any(k is None for k in keys):
+    if None in keys:
         raise bad("null key")
     return version, keys, values, defs, children
 
@@ -461,12 +492,19 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         raise bad("row counts do not add up")
 
     pivot = slice(n_system, n_system + n_keys)
-    node_keys = tuple(k for k in keys[pivot] if k is not None)
-    if any(a >= b for a, b in itertools.pairwise(node_keys)):
+    node_keys: tuple[str, ...] = tuple(keys[pivot])  # type: ignore[arg-type]  # no None (above)
+    if not all(map(operator.lt, node_keys, node_keys[1:])):
         raise bad("pivot keys are not strictly increasing")
-    if height == 0:
+    pivot_defs, pivot_children = defs[pivot], children[pivot]
+    pivot_values = values[pivot]
+    if height == 0 and pivot_defs.count(None) == pivot_children.count(None) == n_keys:
+        # Every value inline (the common case): no row holds a def or a child.
+        if None in pivot_values:
+            raise bad("leaf row must hold exactly one of value or def and no child")
+        node = Node(height=0, keys=node_keys, values=tuple(pivot_values))  # type: ignore[arg-type]
+    elif height == 0:
         leaf_values: list[Value] = []
-        for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
+        for v, d, c in zip(pivot_values, pivot_defs, pivot_children):
             if c is not None or (v is None) == (d is None):
                 raise bad("leaf row must hold exactly one of value or def and no child")
             if d is not None and not _is_file_path(d, "def/"):
@@ -474,13 +512,19 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             leaf_values.append(DefRef(d) if d is not None else v)  # type: ignore[arg-type]
         node = Node(height=0, keys=node_keys, values=tuple(leaf_values))
     else:
-        kids: list[str] = []
-        for v, d, c in zip(values[pivot], defs[pivot], children[pivot]):
-            if c is None or v is not None or d is not None:
-                raise bad("internal row must hold a child and nothing else")
-            if not _is_file_path(c, "node/") and (version < 2 or parse_inline_ref(c) is None):
-                raise bad(f"child {c[:80]!r} is not a path in node/ or an inline node reference")
-            kids.append(c)
+        if (
+            pivot_values.count(None) != n_keys
+            or pivot_defs.count(None) != n_keys
+            or None in pivot_children
+        ):
+            raise bad("internal row must hold a child and nothing else")
+        kids: list[str] = pivot_children  # type: ignore[assignment]
+        if not _are_node_paths(kids):
+            for c in kids:
+                if not _is_file_path(c, "node/") and (version < 2 or parse_inline_ref(c) is None):
+                    raise bad(
+                        f"child {c[:80]!r} is not a path in node/ or an inline node reference"
+                    )
         node = Node(height=height, keys=node_keys, children=tuple(kids))
 
     root: RootInfo | None = None

@@ -53,7 +53,7 @@ from olympia.errors import (
 from olympia.node import ChildRef, DefRef, Node, Value
 from olympia.objects import parse
 from olympia.proto.objects_pb2 import CatalogDefinition
-from olympia.storage.base import Staged, Storage
+from olympia.storage.base import PutGroup, Staged, Storage
 
 _WRITE_WORKERS = 16
 
@@ -850,12 +850,12 @@ class CatalogStore:
             listed = tuple(actions)
             actions = PreparedActions(lambda: listed, len(listed), transaction_id, definition)
         # Files are written in parallel while later ones are still being encoded.
-        futures: list[Future[None]] = []
+        puts = self.storage.put_group(self._executor().submit)
         sizes: list[int] = []
 
         def emit(file_path: str, data: bytes) -> None:
             sizes.append(len(data))
-            futures.append(self._executor().submit(self.storage.put_if_absent, file_path, data))
+            puts.put(file_path, data)
 
         action_file = actions.name()
         if action_file is not None and action_file != actions.written:
@@ -871,6 +871,7 @@ class CatalogStore:
             version,
             inline,
         )
+        puts.seal()
         now = int(time.time() * 1000)
         info = RootInfo(
             version=version,
@@ -889,8 +890,8 @@ class CatalogStore:
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression, format_version)
         # The root's content is made durable while the node files are still
         # being written; only the put that publishes it waits for them.
-        staged = self._stage_root(version, root_bytes, futures)
-        failed = [e for e in (f.exception() for f in futures) if e is not None]
+        staged = self._stage_root(version, root_bytes, puts)
+        failed = puts.wait()
         if failed:
             staged.discard()
             raise CommitFailedError(
@@ -972,14 +973,11 @@ class CatalogStore:
             with contextlib.suppress(CorruptCatalogError, VersionNotFoundError):
                 self._decode_root(version, data)
 
-    def _stage_root(
-        self, version: int, root_bytes: bytes, futures: Sequence[Future[None]]
-    ) -> Staged:
+    def _stage_root(self, version: int, root_bytes: bytes, puts: PutGroup) -> Staged:
         try:
             return self.storage.stage(root_bytes)
         except StorageError as exc:
-            for f in futures:
-                f.exception()  # the node writes finish before the failure is reported
+            puts.wait()  # the node writes finish before the failure is reported
             raise CommitFailedError(
                 f"writing the root of version {version} failed; nothing was published: {exc}"
             ) from exc

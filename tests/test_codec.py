@@ -310,6 +310,20 @@ CRAFTED = {
     "def dot-dot": _rows({}, (b"AAACa", None, b"def/..", None)),
     "child outside node/": _rows({"$height": b"1"}, (b"AAACa", None, None, b"vn/latest")),
     "child absolute": _rows({"$height": b"1"}, (b"AAACa", None, None, b"/node/x.arrow")),
+    "child holding two paths": _rows({"$height": b"1"}, (b"AAACa", None, None, b"node/a\nnode/b")),
+    "child dot-dot": _rows({"$height": b"1"}, (b"AAACa", None, None, b"node/..")),
+    "second child outside node/": _rows(
+        {"$height": b"1", "$n_keys": b"2"},
+        (b"AAACa", None, None, b"node/a"),
+        (b"AAACb", None, None, b"node/b/c"),
+    ),
+    "internal row with a value": _rows({"$height": b"1"}, (b"AAACa", b"v", None, b"node/a")),
+    "internal row without a child": _rows({"$height": b"1"}, (b"AAACa", None, None, None)),
+    "leaf row with neither value nor def": _rows({}, (b"AAACa", None, None, None)),
+    "leaf row with a child": _rows({}, (b"AAACa", b"v", None, b"node/a")),
+    "keys out of order": _rows(
+        {"$n_keys": b"2"}, (b"AAACb", b"v", None, None), (b"AAACa", b"v", None, None)
+    ),
 }
 
 

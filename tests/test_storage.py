@@ -711,7 +711,8 @@ def test_local_staged_put(tmp_path: Path) -> None:
 
 
 class _NodeWritesWaitForRoot(LocalStorage):
-    """Holds every node file write until the commit's root has been staged."""
+    """Holds the background part of every node file write (its fsync) until
+    the commit's root has been staged."""
 
     def __init__(self, root: str) -> None:
         super().__init__(root)
@@ -723,12 +724,17 @@ class _NodeWritesWaitForRoot(LocalStorage):
         self.root_staged.set()
         return staged
 
-    def _put_if_absent(self, path: str, data: bytes) -> None:
-        if path.startswith("node/"):
-            # Bounded, so that code which stages only after the node writes
-            # (or never) fails the assertion below instead of hanging.
-            self.node_writes_after_root.append(self.root_staged.wait(10))
-        super()._put_if_absent(path, data)
+    def put_group(self, submit: Any) -> Any:
+        def held(call: Any) -> Any:
+            def run() -> None:
+                # Bounded, so that code which stages only after the node writes
+                # (or never) fails the assertion below instead of hanging.
+                self.node_writes_after_root.append(self.root_staged.wait(10))
+                call()
+
+            return submit(run)
+
+        return super().put_group(held)
 
 
 def test_commit_stages_its_root_while_node_files_are_written(tmp_path: Path) -> None:
@@ -750,4 +756,176 @@ def test_commit_stages_its_root_while_node_files_are_written(tmp_path: Path) -> 
     assert storage.node_writes_after_root and all(storage.node_writes_after_root)
     assert cat.latest().describe_table("n", "t07").metadata_location == "m/7b"
     cat.close()
+    assert storage.temporary_files() == []
+
+
+def _inline_submit(call: Callable[[], None]) -> Any:
+    from concurrent.futures import Future
+
+    future: Future[None] = Future()
+    try:
+        call()
+    except BaseException as exc:  # handed to the future, as an executor does
+        future.set_exception(exc)
+    else:
+        future.set_result(None)
+    return future
+
+
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_put_group_has_the_put_if_absent_contract(tmp_path: Path, backend: str) -> None:
+    """A put group creates each file like put_if_absent: identical content
+    already there is success, other content is StorageFileExistsError (reported
+    by wait), and a bad path is reported the same way."""
+    storage: Storage = LocalStorage(str(tmp_path)) if backend == "local" else MemoryStorage("g")
+    storage.put_if_absent("node/b", b"bee")
+    storage.put_if_absent("node/c", b"sea")
+    group = storage.put_group(_inline_submit)
+    group.put("node/a", b"ay")
+    group.put("def/x", b"ex")
+    group.put("node/b", b"bee")  # identical: success
+    assert group.wait() == []
+    assert storage.read("node/a") == b"ay" and storage.read("def/x") == b"ex"
+    assert storage.read("node/b") == b"bee"
+    group = storage.put_group(_inline_submit)
+    group.put("node/c", b"other")
+    group.put("../escape", b"x")
+    group.put("node/d", b"dee")
+    errors = group.wait()
+    assert [type(e) for e in errors] == [StorageFileExistsError, InvalidPathError]
+    assert storage.read("node/c") == b"sea" and storage.read("node/d") == b"dee"
+    assert storage.temporary_files() == []
+
+
+def test_local_put_group_makes_files_and_folders_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """format.md §9: every file of a put group is fsynced, and each folder
+    that gained one, before wait() returns; a file found already there with
+    the same content is fsynced too (its writer may not have done it yet)."""
+    storage = LocalStorage(str(tmp_path))
+    storage.put_if_absent("node/old", b"same")
+    synced = _record_fsynced_inodes(monkeypatch)
+    group = storage.put_group(_inline_submit)
+    group.put("node/n1", b"one")
+    group.put("node/n2", b"two")
+    group.put("def/d1", b"three")
+    group.put("node/old", b"same")
+    assert group.wait() == []
+    for path in ("node/n1", "node/n2", "def/d1", "node/old", "node", "def"):
+        assert os.stat(tmp_path / path).st_ino in synced, path
+    assert storage.temporary_files() == []
+
+
+def test_local_put_group_reports_a_failed_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    storage = LocalStorage(str(tmp_path))
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "disk on fire")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    group = storage.put_group(_inline_submit)
+    group.put("node/a", b"x")
+    errors = group.wait()
+    assert len(errors) == 1 and type(errors[0]) is StorageError
+    assert "node/a" in str(errors[0]) and "disk on fire" in str(errors[0])
+    assert storage.temporary_files() == []
+
+
+def test_commit_fsyncs_its_node_files_before_publishing_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """format.md §8, §9: when the root of a commit is linked into vn/, every
+    node file it names anew has been fsynced, and so has node/."""
+    import olympia
+    import olympia.storage.local as local_module
+
+    uri = str(tmp_path / "cat")
+    with olympia.create_catalog(uri, node_order=4) as cat, cat.transaction() as t:
+        t.create_namespace("n")
+        for i in range(20):
+            t.create_table("n", f"t{i:02d}", f"m/{i}")
+    synced = _record_fsynced_inodes(monkeypatch)
+    synced_at_publish: list[set[int]] = []
+    real_link = local_module.os.link
+
+    def link(src: str, dst: str, **kwargs: Any) -> None:
+        if os.path.basename(os.path.dirname(dst)) == "vn":
+            synced_at_publish.append(set(synced))
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(local_module.os, "link", link)
+    cat = olympia.load_catalog(uri)
+    before = cat.version
+    with cat.transaction() as t:
+        t.update_table("n", "t07", metadata_location="m/7b")
+        for i in range(40):  # more new nodes than the root carries inline
+            t.create_table("n", f"u{i:02d}", f"m/u{i}")
+
+    def named(version: int) -> set[str]:
+        out: set[str] = set()
+
+        def walk(node: Any) -> None:
+            for child in node.children:
+                out.add(child)
+                walk(cat.store.load_node(child))
+
+        walk(cat.at_version(version).root.node)
+        return out
+
+    # the node files it wrote (the first new nodes travel inside the root)
+    new = {p for p in named(cat.version) - named(before) if p.startswith("node/")}
+    cat.close()
+    assert len(synced_at_publish) == 1 and len(new) >= 2
+    inodes = {os.stat(tmp_path / "cat" / p).st_ino for p in new}
+    assert inodes <= synced_at_publish[0]
+    assert os.stat(tmp_path / "cat" / "node").st_ino in synced_at_publish[0]
+
+
+def test_local_put_group_holds_few_files_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit of many files does not hold one descriptor per file until
+    the end: a put waits for the oldest fsync once too many are pending."""
+    import olympia.storage.local as local_module
+
+    monkeypatch.setattr(local_module, "_OPEN_FILES_MAX", 4)
+
+    class Deferred:
+        """A future whose call runs only when its outcome is asked for."""
+
+        def __init__(self, call: Callable[[], None]) -> None:
+            self.call = call
+            self.done = False
+            self.error: BaseException | None = None
+
+        def exception(self) -> BaseException | None:
+            if not self.done:
+                self.done = True
+                try:
+                    self.call()
+                except BaseException as exc:  # handed over, as a future does
+                    self.error = exc
+            return self.error
+
+    pending: list[Deferred] = []
+
+    def submit(call: Callable[[], None]) -> Any:
+        pending.append(Deferred(call))
+        return pending[-1]
+
+    storage = LocalStorage(str(tmp_path))
+    group = storage.put_group(submit)
+    most = 0
+    for i in range(20):
+        group.put(f"node/f{i:02d}", b"x%d" % i)
+        most = max(most, sum(not d.done for d in pending))
+    assert most <= 4
+    assert group.wait() == []
+    assert all(d.done for d in pending)
+    assert [storage.read(f"node/f{i:02d}") for i in range(20)] == [b"x%d" % i for i in range(20)]
     assert storage.temporary_files() == []

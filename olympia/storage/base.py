@@ -23,7 +23,8 @@ from __future__ import annotations
 import builtins
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
 
 from olympia.errors import InvalidPathError, StorageError, StorageFileNotFoundError
 
@@ -55,6 +56,43 @@ class Staged:
 
     def discard(self) -> None:
         """Release what staging prepared, instead of putting it (idempotent)."""
+
+
+#: Runs a call in the background (``ThreadPoolExecutor.submit``).
+Submit = Callable[[Callable[[], None]], "Future[None]"]
+
+
+class PutGroup:
+    """Several :meth:`Storage.put_if_absent` calls whose outcomes are needed
+    only together, before anything that names the files is published: the
+    new node, definition and action files of one commit.
+
+    :meth:`put` starts a put; :meth:`seal` says that no more follow;
+    :meth:`wait` returns once every put has ended,
+    with the errors they raised (empty when all succeeded, each file then
+    durable as :meth:`Storage.put_if_absent` promises). The generic form runs
+    each put on ``submit``; a backend may group the work (the local one
+    fsyncs each folder once per group).
+    """
+
+    def __init__(self, storage: Storage, submit: Submit) -> None:
+        self._storage = storage
+        self._submit = submit
+        self._futures: list[Future[None]] = []
+
+    def put(self, path: str, data: bytes) -> None:
+        """Start ``put_if_absent(path, data)``; its error is reported by :meth:`wait`."""
+        put = self._storage.put_if_absent
+        self._futures.append(self._submit(lambda: put(path, data)))
+
+    def seal(self) -> None:
+        """No more puts will follow: the group may start finishing its work
+        (the local backend starts fsyncing the folders) while the caller does
+        other things before :meth:`wait`."""
+
+    def wait(self) -> builtins.list[BaseException]:
+        """Wait for every put; return the errors they raised (empty: all succeeded)."""
+        return [e for e in (f.exception() for f in self._futures) if e is not None]
 
 
 class Storage(ABC):
@@ -128,6 +166,10 @@ class Storage(ABC):
             StorageError: nothing could be prepared.
         """
         return Staged(bytes(data))
+
+    def put_group(self, submit: Submit) -> PutGroup:
+        """A :class:`PutGroup` whose background work runs on ``submit``."""
+        return PutGroup(self, submit)
 
     def put_staged(self, path: str, staged: Staged) -> None:
         """:meth:`put_if_absent` of ``staged.data``, with the same contract."""

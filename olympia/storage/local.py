@@ -8,6 +8,10 @@ Atomicity comes from the operating system, not from fsspec:
   and the final name only ever appears with its complete content.
 * ``overwrite`` writes a temporary file the same way and ``os.replace``\\ s it
   over the final name, which is atomic for readers.
+* ``put_group`` (the new node, definition and action files of a commit,
+  which nothing names until the commit's root is put) writes each temporary
+  file and links it into place at once, and fsyncs the files, and each
+  folder once, in parallel in the background (spec/format.md §9.3).
 * ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
   of time, so that a commit writes its root's data while its node files are
   still being written, and only the link waits for them.
@@ -21,13 +25,16 @@ system, so ``link`` / ``replace`` work) and are never listed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
+import functools
 import os
 import stat
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 from olympia.errors import (
     InvalidPathError,
@@ -35,7 +42,7 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import Staged, Storage, check_path
+from olympia.storage.base import PutGroup, Staged, Storage, Submit, check_path
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
@@ -82,20 +89,29 @@ class LocalStorage(Storage):
         except OSError as exc:
             raise self._fail(op, path, exc) from exc
 
+    def _open_temp(self) -> tuple[str, int]:
+        """A new empty temporary file: its name and a descriptor open for writing."""
+        tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileNotFoundError:  # the first write into this catalog folder
+            os.makedirs(self._tmp, exist_ok=True)
+            return tmp, os.open(tmp, flags, 0o666)
+
     def _write_temp(self, data: bytes, durable: bool = True) -> str:
         """Write ``data`` to a new temporary file (fsynced if ``durable``) and
         return its name."""
-        os.makedirs(self._tmp, exist_ok=True)
-        tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        tmp, fd = self._open_temp()
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            try:
+                _write_all(fd, data)
                 if durable:
-                    f.flush()
                     # fsync before the file gets its real name: after a crash
                     # the name must never point at missing or partial content.
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
         except BaseException:
             _unlink_quietly(tmp)
             raise
@@ -146,13 +162,19 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
 
-    def _link_into_place(self, path: str, full: str, tmp: str, data: bytes) -> None:
-        """Link the durable temporary file ``tmp`` (holding ``data``) to ``full``
-        unless a file is there: the put-if-absent step of both puts."""
+    def put_group(self, submit: Submit) -> PutGroup:
+        return _LocalPutGroup(self, submit)
+
+    def _link_into_place(
+        self, path: str, full: str, tmp: str, data: bytes, sync_folder: bool = True
+    ) -> bool:
+        """Link the temporary file ``tmp`` (holding ``data``) to ``full``
+        unless a file is there: the put-if-absent step of every put. Return
+        whether it linked (False: ``full`` already held ``data``); with
+        ``sync_folder``, a new link is made durable before returning."""
         with self._translating("put_if_absent", path):
-            os.makedirs(os.path.dirname(full), exist_ok=True)
             try:
-                os.link(tmp, full)
+                _link(tmp, full)
             except FileExistsError:
                 pass  # decided below
             except OSError as exc:
@@ -164,8 +186,9 @@ class LocalStorage(Storage):
                     ) from exc
                 raise
             else:
-                _fsync_dir(os.path.dirname(full))
-                return
+                if sync_folder:
+                    _fsync_dir(os.path.dirname(full))
+                return True
             existing = self._read_existing(full)
         if existing is None and os.path.isdir(full):
             raise StorageError(f"cannot put_if_absent {path!r} in {self.location}: it is a folder")
@@ -175,14 +198,42 @@ class LocalStorage(Storage):
             raise StorageFileExistsError(
                 f"file {path!r} already exists in {self.location}", existing
             )
+        return False
+
+    def _put_new(self, path: str, data: bytes) -> int:
+        """The put of a :class:`_LocalPutGroup`: write ``data`` to a temporary
+        file, link it into place (or find ``path`` holding ``data`` already),
+        and return a descriptor of the file at ``path`` still to be fsynced."""
+        full = self._full(path)
+        with self._translating("put_if_absent", path):
+            tmp, fd = self._open_temp()
+        try:
+            with self._translating("put_if_absent", path):
+                _write_all(fd, data)
+            if not self._link_into_place(path, full, tmp, data, sync_folder=False):
+                # Put by another writer, which may not have made it durable yet.
+                os.close(fd)
+                fd = -1
+                with self._translating("put_if_absent", path):
+                    fd = os.open(full, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        finally:
+            _unlink_quietly(tmp)
+        return fd
 
     def _overwrite(self, path: str, data: bytes, durable: bool = True) -> None:
         full = self._full(path)
         with self._translating("overwrite", path):
             tmp = self._write_temp(data, durable)
             try:
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                os.replace(tmp, full)  # atomic: readers see old or new, never a mix
+                try:
+                    os.replace(tmp, full)  # atomic: readers see old or new, never a mix
+                except FileNotFoundError:
+                    os.makedirs(os.path.dirname(full), exist_ok=True)
+                    os.replace(tmp, full)
             except BaseException:
                 _unlink_quietly(tmp)
                 raise
@@ -272,6 +323,89 @@ class LocalStorage(Storage):
                 except FileNotFoundError:
                     continue  # removed since it was listed
         return out
+
+
+#: Files a put group holds open for their fsyncs at most (each is one
+#: descriptor until its fsync ends).
+_OPEN_FILES_MAX = 64
+
+
+class _LocalPutGroup(PutGroup):
+    """The new files of one commit on local storage (format.md §9).
+
+    Each put writes its temporary file and links it into place at once, from
+    the calling thread; only the fsync of the file runs in the background
+    (at most :data:`_OPEN_FILES_MAX` files are held open for it at a time).
+    :meth:`seal` starts the fsync of each folder that gained a file, once per
+    folder instead of once per file, alongside those of the files (the
+    entries are in the folders already). Linking before the fsync is safe
+    for these files only: nothing names them until the group has been waited
+    for (a root is put after that), so a crash before the fsync leaves at
+    most an unreachable file, which expiration removes. A put that finds its
+    file already there with the same content fsyncs that file too: its
+    writer may not have.
+    """
+
+    def __init__(self, storage: LocalStorage, submit: Submit) -> None:
+        super().__init__(storage, submit)
+        self._local = storage
+        self._errors: list[BaseException] = []
+        self._folders: set[str] = set()
+        self._sealed = False
+        #: The fsyncs started and not yet seen to have ended (each holds a file open).
+        self._open: collections.deque[Future[None]] = collections.deque()
+
+    def put(self, path: str, data: bytes) -> None:
+        if self._sealed:
+            raise ValueError("put() after seal()")
+        storage = self._local
+        try:
+            path = check_path(path)
+            fd = storage._put_new(path, bytes(data))
+        except StorageError as exc:
+            self._errors.append(exc)
+            return
+        self._folders.add(os.path.dirname(storage._full(path)))
+        future = self._submit(functools.partial(_fsync_file, storage, path, fd))
+        self._futures.append(future)
+        self._open.append(future)
+        while len(self._open) >= _OPEN_FILES_MAX:  # a big commit: let the fsyncs catch up
+            self._open.popleft().exception()
+
+    def seal(self) -> None:
+        # The folders hold their new entries already: their fsyncs need not
+        # wait for the files' own.
+        if not self._sealed:
+            self._sealed = True
+            for folder in sorted(self._folders):
+                self._futures.append(self._submit(functools.partial(_fsync_dir, folder)))
+
+    def wait(self) -> list[BaseException]:
+        self.seal()
+        return [*self._errors, *super().wait()]
+
+
+def _fsync_file(storage: LocalStorage, path: str, fd: int) -> None:
+    """fsync and close ``fd``, the file just put at ``path``."""
+    try:
+        with storage._translating("put_if_absent", path):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _link(tmp: str, full: str) -> None:
+    try:
+        os.link(tmp, full)
+    except FileNotFoundError:  # the first file in this folder
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.link(tmp, full)
 
 
 class _LocalStaged(Staged):
