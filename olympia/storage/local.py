@@ -27,7 +27,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from olympia.errors import (
     InvalidPathError,
@@ -36,10 +36,14 @@ from olympia.errors import (
     StorageFileNotFoundError,
 )
 from olympia.storage.base import Staged, Storage, check_path
+from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
 TMP_DIR = ".olympia-tmp"
+#: The file of the publish lock (spec/transactions.md §3.1), in a folder of
+#: TMP_DIR so that it is never taken for a temporary file and removed.
+PUBLISH_LOCK = f"{TMP_DIR}/locks/publish"
 
 # Errors that mean "there is no file at this path": the path is missing, a
 # parent is a file, or the path is a folder.
@@ -56,6 +60,10 @@ class LocalStorage(Storage):
     file system that supports hard links; on one that does not, writes fail
     with :class:`StorageError`.
     """
+
+    #: How long a commit waits for the publish lock before publishing
+    #: without it (spec/transactions.md §3.1).
+    publish_lock_wait: float = DEFAULT_WAIT_SECONDS
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
@@ -134,21 +142,33 @@ class LocalStorage(Storage):
         with self._translating("stage", TMP_DIR):
             return _LocalStaged(data, self._write_temp(data), self)
 
-    def put_staged(self, path: str, staged: Staged) -> None:
+    def put_staged(
+        self, path: str, staged: Staged, placed: Callable[[], None] | None = None
+    ) -> None:
         if not isinstance(staged, _LocalStaged) or staged.owner is not self or staged.tmp is None:
-            super().put_staged(path, staged)  # staged elsewhere, or used already
+            super().put_staged(path, staged, placed)  # staged elsewhere, or used already
             return
         path = check_path(path)
         full = self._full(path)
         tmp, staged.tmp = staged.tmp, None
         try:
-            self._link_into_place(path, full, tmp, staged.data)
+            self._link_into_place(path, full, tmp, staged.data, placed)
         finally:
             _unlink_quietly(tmp)
+            if placed is not None:
+                placed()
 
-    def _link_into_place(self, path: str, full: str, tmp: str, data: bytes) -> None:
+    def _link_into_place(
+        self,
+        path: str,
+        full: str,
+        tmp: str,
+        data: bytes,
+        placed: Callable[[], None] | None = None,
+    ) -> None:
         """Link the durable temporary file ``tmp`` (holding ``data``) to ``full``
-        unless a file is there: the put-if-absent step of both puts."""
+        unless a file is there: the put-if-absent step of both puts. ``placed``
+        is called right after the link, before the folder is fsynced."""
         with self._translating("put_if_absent", path):
             os.makedirs(os.path.dirname(full), exist_ok=True)
             try:
@@ -164,6 +184,8 @@ class LocalStorage(Storage):
                     ) from exc
                 raise
             else:
+                if placed is not None:
+                    placed()
                 _fsync_dir(os.path.dirname(full))
                 return
             existing = self._read_existing(full)
@@ -215,6 +237,12 @@ class LocalStorage(Storage):
                 if os.path.isdir(full):
                     return
                 raise
+
+    def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
+        """``flock`` on :data:`PUBLISH_LOCK`: the processes of this host that
+        share the folder take turns to publish (spec/transactions.md §3.1)."""
+        path = os.path.join(self.root, *PUBLISH_LOCK.split("/"))
+        return FileHostLock(path, self.publish_lock_wait, while_waiting)
 
     def temporary_files(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
