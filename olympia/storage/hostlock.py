@@ -84,6 +84,8 @@ class FileHostLock(HostLock):
         interval: float = WAITING_INTERVAL,
         folder_mode: int = 0o777,
     ) -> None:
+        #: The lock file.
+        self.path = path
         self._fd: int | None = None
         self.held = False
         if fcntl is None:
