@@ -33,6 +33,11 @@ except ImportError:  # pragma: no cover - Windows
 #: A holder normally keeps it for one publish (milliseconds locally); a
 #: longer wait means it is stuck, and waiting longer would only stall.
 DEFAULT_WAIT_SECONDS = 2.0
+#: The lock files each thread holds: a commit made by a thread that holds
+#: the lock already (from inside a hook of its own commit, say) does not take
+#: it again, which would only wait for itself.
+_HELD = threading.local()
+
 #: How often a waiting writer does what it can before holding the lock
 #: (seconds): rebasing on the versions published meanwhile.
 WAITING_INTERVAL = 0.005
@@ -88,7 +93,8 @@ class FileHostLock(HostLock):
         self.path = path
         self._fd: int | None = None
         self.held = False
-        if fcntl is None:
+        held: set[str] = _HELD.__dict__.setdefault("paths", set())
+        if fcntl is None or path in held:
             return
         try:
             fd = _open(path, folder_mode)
@@ -105,10 +111,13 @@ class FileHostLock(HostLock):
             return
         self._fd = fd
         self.held = True
+        self._thread_paths = held
+        held.add(path)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
+            self._thread_paths.discard(self.path)
             _unlock_and_close(fd)
 
 
