@@ -180,16 +180,18 @@ def _wait(
 
     threading.Thread(target=block, name="olympia-host-lock", daemon=True).start()
     deadline = time.monotonic() + seconds
-    while True:
-        left = deadline - time.monotonic()
-        if done.wait(max(0.0, min(interval, left))):
-            return outcome["held"]
-        if left <= interval:
-            return abandon()
-        if while_waiting is not None:
-            try:
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if done.wait(max(0.0, min(interval, left))):
+                return outcome["held"]
+            if left <= interval:
+                return abandon()
+            if while_waiting is not None:
                 while_waiting()
-            except BaseException:
-                if abandon():
-                    _unlock_and_close(fd)
-                raise
+    except BaseException:
+        # An error of ``while_waiting``, or an interrupt: never leave the
+        # lock to a thread that nobody will tell to let it go.
+        if abandon():
+            _unlock_and_close(fd)
+        raise
