@@ -833,8 +833,14 @@ class CatalogStore:
         begin_version: int | None = None,
         isolation: str = "",
         serialized_before: Sequence[int] = (),
+        after_put: Callable[[], None] | None = None,
     ) -> Root:
         """Publish ``root`` as ``version`` (see the module docstring).
+
+        ``after_put`` is called once the outcome of the put of the root is
+        visible, perhaps before it is durable (the caller lets go of the
+        host's publish lock there, spec/transactions.md §3.1); it may be
+        called more than once.
 
         Raises:
             CommitConflictError: rule ``version-taken``: another writer
@@ -900,7 +906,8 @@ class CatalogStore:
         actions.written = action_file
         path = layout.root_path(version)
         try:
-            self.storage.put_staged(path, staged)  # consumes what was staged
+            # consumes what was staged
+            self.storage.put_staged(path, staged, placed=after_put)
         except StorageFileExistsError as exc:
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have

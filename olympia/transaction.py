@@ -945,79 +945,131 @@ class Transaction(CatalogReader):
         relevant: tuple[frozenset[str], tuple[str, ...]] | None = None
         seen: list[Footprint] = []
         known: dict[int, Footprint] = {}
-        losses = 0
-        for _attempt in range(self.max_attempts):
+
+        def rebase() -> None:
+            """Bring ``state`` from ``checked`` to ``target``: the write-write
+            rules, then the replay (a failed precondition is `structural`),
+            each on the versions not examined before only (spec §3)."""
+            nonlocal state, checked, relevant, encoded
+            if target.version <= checked:
+                return
+            if _UNSAFE_SKIP_CONFLICT_CHECKS:
+                state = self._replay(target)
+            else:
+                fp = pending()
+                if relevant is None:
+                    relevant = _replay_keys(fp, own if self._dist is not None else None)
+                new = self._window(checked, target.version)
+                patched = bool(merged) and self._merge_content(target, new, merged)
+                if patched:  # the actions changed: encode them again
+                    encoded = PreparedActions(
+                        self._actions.encoded, len(self._actions), self.id, target.definition
+                    )
+                check_snapshot(first_wins[0], new, self.isolation, self._describe)
+                if patched:
+                    state = self._replay(target)
+                else:
+                    state = self._rebase(state, target, new, relevant)
+                known.update((c.version, c) for c in new)
+                seen.extend(c for c in new if sees(fp, c) is not None)
+            checked = target.version
+
+        def check_claim() -> None:
             if self._dist is not None and _object_value(store, target, own) is None:
                 # Another process published this transaction's outcome (§6.4).
                 raise _claimed_error(store, self._keys, self.id, begin, None, target.version)
-            serialized_before: list[int] = []
-            if target.version > checked:
-                # Write-write rules, then the replay (a failed precondition is
-                # `structural`), then the dependency graph (spec §3), each on
-                # the versions not examined by an earlier attempt only.
-                if _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    state = self._replay(target)
-                else:
-                    fp = pending()
-                    if relevant is None:
-                        relevant = _replay_keys(fp, own if self._dist is not None else None)
-                    new = self._window(checked, target.version)
-                    patched = bool(merged) and self._merge_content(target, new, merged)
-                    if patched:  # the actions changed: encode them again
-                        encoded = PreparedActions(
-                            self._actions.encoded, len(self._actions), self.id, target.definition
-                        )
-                    check_snapshot(first_wins[0], new, self.isolation, self._describe)
-                    if patched:
-                        state = self._replay(target)
-                    else:
-                        state = self._rebase(state, target, new, relevant)
-                    known.update((c.version, c) for c in new)
-                    seen.extend(c for c in new if sees(fp, c) is not None)
-                checked = target.version
-            if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                serialized_before = self._check_order(pending(), target.version, known)
-            new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
-            if not store.storage.parallel_reads and store.storage.exists(
-                layout.root_path(target.version + 1)
-            ):
-                # Local storage: an existence check costs far less than
-                # encoding and writing node files for a version already taken.
-                losses += 1
-                target = store.load_after_lost_race(target.version + 1)
-                continue
+
+        def catch_up() -> None:
+            """While waiting for the publish lock: rebase on the versions the
+            other writers publish meanwhile, so that they are not examined
+            while holding it (spec/transactions.md §3.1)."""
+            nonlocal target
+            newer = self._newer_than(target)
+            if newer is not None:
+                target = newer
+                check_claim()
+                rebase()
+
+        for attempt in range(1, self.max_attempts + 1):
+            # The writers of this host publish one at a time (§3.1): under the
+            # lock, after waiting for it, the base is brought up to the latest
+            # version before the rebase; the lock is let go once the root is
+            # in place.
+            lock = store.storage.publish_lock(catch_up)
             try:
-                done = store.commit(
-                    target.version + 1,
-                    new_root,
-                    target.definition,
-                    self.id,
-                    actions=encoded,
-                    previous_root=target.path,
-                    begin_version=begin,
-                    isolation=self.isolation,
-                    serialized_before=serialized_before,
-                )
-            except CommitConflictError as exc:
-                if exc.rule != "version-taken":
-                    raise
-                losses += 1
-                if losses > _FREE_RETRIES:
-                    # Only a livelock breaker: a loser normally retries at once
-                    # on the newer base, as fresh as any new transaction's.
-                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (losses - _FREE_RETRIES))))
-                # After one lost race, build on the winner's root at once; after
-                # more in a row, find the latest version first, so as not to
-                # keep losing to writers that started later.
-                target = store.load_after_lost_race(target.version + 1, probe=losses > 1)
-                continue
-            return done.version
+                if lock.held and lock.waited:
+                    target = self._latest_under_lock(target)
+                check_claim()
+                rebase()
+                serialized_before: list[int] = []
+                if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
+                    serialized_before = self._check_order(pending(), target.version, known)
+                new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
+                if not store.storage.parallel_reads and store.storage.exists(
+                    layout.root_path(target.version + 1)
+                ):
+                    # Local storage: an existence check costs far less than
+                    # encoding and writing node files for a version already taken.
+                    lost = target.version + 1
+                else:
+                    try:
+                        done = store.commit(
+                            target.version + 1,
+                            new_root,
+                            target.definition,
+                            self.id,
+                            actions=encoded,
+                            previous_root=target.path,
+                            begin_version=begin,
+                            isolation=self.isolation,
+                            serialized_before=serialized_before,
+                            after_put=lock.release,
+                        )
+                    except CommitConflictError as exc:
+                        if exc.rule != "version-taken":
+                            raise
+                        lost = target.version + 1
+                    else:
+                        return done.version
+            finally:
+                lock.release()
+            # Attempt ``attempt`` lost: every attempt so far did.
+            if attempt > _FREE_RETRIES:
+                # Only a livelock breaker: a loser normally retries at once
+                # on the newer base, as fresh as any new transaction's.
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (attempt - _FREE_RETRIES))))
+            # After one lost race, build on the winner's root at once; after
+            # more in a row, find the latest version first, so as not to
+            # keep losing to writers that started later.
+            target = store.load_after_lost_race(lost, probe=attempt > 1)
         raise CommitConflictError(
             f"transaction {self.id} lost the race for a new version {self.max_attempts} times "
             f"(max_attempts) although nothing conflicted; try again later",
             version=target.version,
             rule="retries-exhausted",
         )
+
+    def _newer_than(self, target: Root) -> Root | None:
+        """A version newer than ``target`` if local storage shows one at once
+        (one existence check), else None."""
+        store = self._store
+        if store.storage.parallel_reads or not store.storage.exists(
+            layout.root_path(target.version + 1)
+        ):
+            return None
+        return store.load_after_lost_race(target.version + 1)
+
+    def _latest_under_lock(self, target: Root) -> Root:
+        """The base to build on while holding the host's publish lock: the
+        latest version, found from ``target`` (spec/transactions.md §3.1).
+        The other writers of this host publish nothing meanwhile, so an
+        attempt built on it loses only to a writer elsewhere."""
+        if self._store.storage.parallel_reads:
+            # One round: the roots above ``target``, read together.
+            return self._store.load_after_lost_race(target.version + 1)
+        while (newer := self._newer_than(target)) is not None:
+            target = newer
+        return target
 
     def _window(self, checked: int, latest: int) -> list[Footprint]:
         """The footprints of the versions in ``(checked, latest]``."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 
 from olympia.errors import InvalidPathError, StorageError, StorageFileNotFoundError
+from olympia.storage.hostlock import HostLock
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
 
@@ -171,9 +172,20 @@ class Storage(ABC):
         """A :class:`PutGroup` whose background work runs on ``submit``."""
         return PutGroup(self, submit)
 
-    def put_staged(self, path: str, staged: Staged) -> None:
-        """:meth:`put_if_absent` of ``staged.data``, with the same contract."""
-        self.put_if_absent(path, staged.data)
+    def put_staged(
+        self, path: str, staged: Staged, placed: Callable[[], None] | None = None
+    ) -> None:
+        """:meth:`put_if_absent` of ``staged.data``, with the same contract.
+
+        ``placed`` is called once readers can see the outcome (the file in
+        place, or the path found taken), possibly before the backend has made
+        it durable and returned; it may be called again and must be
+        idempotent."""
+        try:
+            self.put_if_absent(path, staged.data)
+        finally:
+            if placed is not None:
+                placed()
 
     def overwrite(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data``."""
@@ -227,6 +239,16 @@ class Storage(ABC):
         """Delete the temporary files last modified more than
         ``older_than_seconds`` ago; return how many were deleted."""
         return 0
+
+    def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
+        """The advisory lock that the writers of this host take around one
+        publish attempt (spec/transactions.md §3.1), obtained on return; its
+        ``held`` says whether it was. While another writer holds it,
+        ``while_waiting`` is called every few milliseconds (an exception it
+        raises ends the wait and propagates). Only an optimisation:
+        put-if-absent stays what makes a commit correct. The default holds
+        nothing."""
+        return HostLock()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources held by the backend."""

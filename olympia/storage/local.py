@@ -33,7 +33,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
 from olympia.errors import (
@@ -43,10 +43,14 @@ from olympia.errors import (
     StorageFileNotFoundError,
 )
 from olympia.storage.base import PutGroup, Staged, Storage, Submit, check_path
+from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
 TMP_DIR = ".olympia-tmp"
+#: The file of the publish lock (spec/transactions.md §3.1), in a folder of
+#: TMP_DIR so that it is never taken for a temporary file and removed.
+PUBLISH_LOCK = f"{TMP_DIR}/locks/publish"
 
 # Errors that mean "there is no file at this path": the path is missing, a
 # parent is a file, or the path is a folder.
@@ -63,6 +67,10 @@ class LocalStorage(Storage):
     file system that supports hard links; on one that does not, writes fail
     with :class:`StorageError`.
     """
+
+    #: How long a commit waits for the publish lock before publishing
+    #: without it (spec/transactions.md §3.1).
+    publish_lock_wait: float = DEFAULT_WAIT_SECONDS
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
@@ -150,27 +158,38 @@ class LocalStorage(Storage):
         with self._translating("stage", TMP_DIR):
             return _LocalStaged(data, self._write_temp(data), self)
 
-    def put_staged(self, path: str, staged: Staged) -> None:
+    def put_staged(
+        self, path: str, staged: Staged, placed: Callable[[], None] | None = None
+    ) -> None:
         if not isinstance(staged, _LocalStaged) or staged.owner is not self or staged.tmp is None:
-            super().put_staged(path, staged)  # staged elsewhere, or used already
+            super().put_staged(path, staged, placed)  # staged elsewhere, or used already
             return
         path = check_path(path)
         full = self._full(path)
         tmp, staged.tmp = staged.tmp, None
         try:
-            self._link_into_place(path, full, tmp, staged.data)
+            self._link_into_place(path, full, tmp, staged.data, placed)
         finally:
             _unlink_quietly(tmp)
+            if placed is not None:
+                placed()
 
     def put_group(self, submit: Submit) -> PutGroup:
         return _LocalPutGroup(self, submit)
 
     def _link_into_place(
-        self, path: str, full: str, tmp: str, data: bytes, sync_folder: bool = True
+        self,
+        path: str,
+        full: str,
+        tmp: str,
+        data: bytes,
+        placed: Callable[[], None] | None = None,
+        sync_folder: bool = True,
     ) -> bool:
         """Link the temporary file ``tmp`` (holding ``data``) to ``full``
         unless a file is there: the put-if-absent step of every put. Return
-        whether it linked (False: ``full`` already held ``data``); with
+        whether it linked (False: ``full`` already held ``data``). ``placed``
+        is called right after the link, before the folder is fsynced; with
         ``sync_folder``, a new link is made durable before returning."""
         with self._translating("put_if_absent", path):
             try:
@@ -186,6 +205,8 @@ class LocalStorage(Storage):
                     ) from exc
                 raise
             else:
+                if placed is not None:
+                    placed()
                 if sync_folder:
                     _fsync_dir(os.path.dirname(full))
                 return True
@@ -266,6 +287,12 @@ class LocalStorage(Storage):
                 if os.path.isdir(full):
                     return
                 raise
+
+    def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
+        """``flock`` on :data:`PUBLISH_LOCK`: the processes of this host that
+        share the folder take turns to publish (spec/transactions.md §3.1)."""
+        path = os.path.join(self.root, *PUBLISH_LOCK.split("/"))
+        return FileHostLock(path, self.publish_lock_wait, while_waiting)
 
     def temporary_files(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import random
+import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import fsspec.asyn
@@ -34,6 +36,7 @@ from olympia.errors import (
     StorageFileNotFoundError,
 )
 from olympia.storage.base import Storage, check_path
+from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock
 
 
 class S3Storage(Storage):
@@ -49,6 +52,9 @@ class S3Storage(Storage):
     conflict_attempts: int = 6
     #: First back-off after a 409, in seconds; doubled per attempt, with jitter.
     conflict_backoff: float = 0.05
+    #: How long a commit waits for the publish lock before publishing
+    #: without it (spec/transactions.md §3.1).
+    publish_lock_wait: float = DEFAULT_WAIT_SECONDS
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
         """Open ``bucket/prefix`` (the URI without ``s3://``); no request is sent yet.
@@ -190,6 +196,19 @@ class S3Storage(Storage):
             raise StorageFileExistsError(
                 f"file {path!r} already exists in {self.location}", existing
             )
+
+    def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
+        """``flock`` on a file of this host named after the endpoint and the
+        location (in a folder of the user's temporary directory): the
+        processes of this host that commit to one catalog take turns to
+        publish (spec/transactions.md §3.1). ``while_waiting`` is not called:
+        looking for new versions would cost requests."""
+        endpoint = str(self._options.get("endpoint_url") or "")
+        digest = hashlib.sha256(f"{endpoint}\n{self.location}".encode()).hexdigest()[:32]
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        folder = os.path.join(tempfile.gettempdir(), f"olympia-locks-{uid}")
+        path = os.path.join(folder, digest)
+        return FileHostLock(path, self.publish_lock_wait, folder_mode=0o700)
 
     def _overwrite(self, path: str, data: bytes) -> None:
         with self._translating("overwrite", path):

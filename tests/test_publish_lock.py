@@ -1,0 +1,333 @@
+"""The publish lock of one host (spec/transactions.md §3.1): writers of one
+machine take turns to publish, a dead holder never blocks anyone, a stuck one
+delays them only for a while, and commits stay correct with or without it."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import olympia
+from olympia import transaction as txn_module
+from olympia.conflicts import Footprint
+from olympia.proto import actions_pb2 as apb
+from olympia.storage.hostlock import FileHostLock, HostLock
+from olympia.storage.local import PUBLISH_LOCK, LocalStorage
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
+
+
+def _lock_path(catalog_dir: Path) -> str:
+    return str(catalog_dir.joinpath(*PUBLISH_LOCK.split("/")))
+
+
+def _catalog(tmp_path: Path, tables: int = 1) -> tuple[str, olympia.Catalog]:
+    uri = str(tmp_path / "cat")
+    cat = olympia.create_catalog(uri)
+    with cat.begin() as txn:
+        for w in range(tables):
+            txn.create_namespace(f"w{w}")
+            txn.create_table(f"w{w}", "t", f"s3://data/w{w}/v0.json")
+    return uri, cat
+
+
+def _hold_until_killed(path: str, ready: Any) -> None:
+    lock = FileHostLock(path)
+    ready.put(lock.held)
+    time.sleep(3600)
+
+
+def _holder(path: str) -> tuple[Any, bool]:
+    """A process holding the lock at ``path`` (and whether it got it)."""
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    proc = ctx.Process(target=_hold_until_killed, args=(path, ready), daemon=True)
+    proc.start()
+    return proc, ready.get(timeout=120)
+
+
+def test_a_holder_killed_by_sigkill_does_not_block_the_next_writer(tmp_path: Path) -> None:
+    _uri, cat = _catalog(tmp_path)
+    path = _lock_path(tmp_path / "cat")
+    proc, held = _holder(path)
+    assert held
+    # While it lives, the lock is taken: asking without waiting gives nothing.
+    assert not FileHostLock(path, wait_seconds=0).held
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+    # The kernel let the lock go with the process: it is free at once.
+    lock = FileHostLock(path, wait_seconds=0)
+    assert lock.held and not lock.waited
+    lock.release()
+    with cat.begin() as txn:
+        txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
+
+
+def test_a_commit_publishes_without_the_lock_when_a_live_holder_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _uri, cat = _catalog(tmp_path)
+    proc, held = _holder(_lock_path(tmp_path / "cat"))
+    try:
+        assert held
+        monkeypatch.setattr(LocalStorage, "publish_lock_wait", 0.05)
+        before = cat.version
+        with cat.begin() as txn:
+            txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+        assert cat.version == before + 1
+        assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
+    finally:
+        proc.kill()
+        proc.join(timeout=60)
+
+
+def _in_thread(make: Any) -> Any:
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(make()))
+    worker.start()
+    worker.join(timeout=120)
+    return got[0]
+
+
+def test_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+    assert first.held and not first.waited
+    second = _in_thread(lambda: FileHostLock(path, wait_seconds=0.05))
+    assert second.waited and not second.held
+    first.release()
+    first.release()  # idempotent
+    third = _in_thread(lambda: FileHostLock(path, wait_seconds=30))
+    assert third.held
+    third.release()
+
+
+def test_a_thread_holding_the_lock_does_not_wait_for_itself(tmp_path: Path) -> None:
+    """A commit made from inside a commit of the same thread (a hook, say)
+    goes on without the lock instead of waiting for the wait limit."""
+    path = str(tmp_path / "locks" / "publish")
+    outer = FileHostLock(path)
+    inner = FileHostLock(path, wait_seconds=3600)
+    assert outer.held and not inner.held and not inner.waited
+    inner.release()
+    assert not _in_thread(lambda: FileHostLock(path, wait_seconds=0)).held  # outer still holds
+    outer.release()
+    # (the thread that gave up above may take the lock for an instant, to let
+    # it go at once: a new writer may have to wait that instant)
+    again = FileHostLock(path, wait_seconds=5)
+    assert again.held
+    again.release()
+
+
+def test_a_waiter_gets_the_lock_when_the_holder_lets_it_go(tmp_path: Path) -> None:
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+    calls: list[int] = []
+    got: list[FileHostLock] = []
+
+    def waiting() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            first.release()
+
+    waiter = threading.Thread(
+        target=lambda: got.append(FileHostLock(path, 60, waiting, interval=0.001))
+    )
+    waiter.start()
+    waiter.join(timeout=120)
+    assert got and got[0].held and got[0].waited
+    assert len(calls) >= 3  # called while waiting, until the holder let go
+    assert not FileHostLock(path, wait_seconds=0).held
+    got[0].release()
+
+
+def test_an_error_while_waiting_ends_the_wait_and_leaves_the_lock_free(tmp_path: Path) -> None:
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+
+    def fail() -> None:
+        raise RuntimeError("conflict found while waiting")
+
+    def wait() -> BaseException | None:
+        try:
+            FileHostLock(path, 60, fail, interval=0.001)
+        except RuntimeError as exc:
+            return exc
+        return None
+
+    assert "while waiting" in str(_in_thread(wait))
+    first.release()
+    # The abandoned waiter may take the lock for a moment, then lets it go.
+    later = FileHostLock(path, wait_seconds=60)
+    assert later.held
+    later.release()
+
+
+def test_the_lock_file_is_not_a_temporary_file(tmp_path: Path) -> None:
+    _uri, cat = _catalog(tmp_path)
+    with cat.begin() as txn:
+        txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    assert os.path.exists(_lock_path(tmp_path / "cat"))
+    cat.store.wait_for_background_writes()  # the hint's temporary file is gone
+    assert cat.store.storage.temporary_files() == []
+    assert not [o for o in cat.fsck().orphans if "locks" in o]
+    cat.expire_versions(grace_seconds=0)
+    assert os.path.exists(_lock_path(tmp_path / "cat"))
+
+
+def test_storage_without_a_host_lock_holds_nothing() -> None:
+    with HostLock() as lock:
+        assert not lock.held and not lock.waited
+    memory = olympia.create_catalog(f"memory://publish-lock-{os.getpid()}")
+    assert not memory.store.storage.publish_lock().held
+
+
+def _count_footprints(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    loads: Counter[int] = Counter()
+    original = txn_module.footprint_of
+
+    def counted(store: Any, version: int) -> Footprint:
+        loads[version] += 1
+        return original(store, version)
+
+    monkeypatch.setattr(txn_module, "footprint_of", counted)
+    return loads
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_a_commit_that_waited_for_the_lock_builds_on_the_latest_version_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: str
+) -> None:
+    """Versions published while a commit waits (by a writer that does not take
+    the lock) are examined once each, and the commit then puts one root,
+    on the latest version: it loses no race."""
+    uri, cat = _catalog(tmp_path, tables=2)
+    rival = olympia.load_catalog(uri)
+    monkeypatch.setattr(rival.store.storage, "publish_lock", lambda *a, **k: HostLock())
+    path = _lock_path(tmp_path / "cat")
+    holder = FileHostLock(path)
+    loads = _count_footprints(monkeypatch)
+    puts: list[int] = []
+    original = cat.store.commit
+
+    def commit(version: int, *args: Any, **kwargs: Any) -> Any:
+        puts.append(version)
+        return original(version, *args, **kwargs)
+
+    monkeypatch.setattr(cat.store, "commit", commit)
+    txn = cat.begin(isolation)
+    begin = txn.begin_version
+    txn.update_table("w0", "t", metadata_location="s3://data/w0/mine.json")
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(txn.commit())
+        except Exception as exc:  # reported by the assertion below
+            outcome.append(exc)
+
+    committer = threading.Thread(target=run)
+    committer.start()
+    for i in range(1, 6):
+        with rival.begin() as t:
+            t.update_table("w1", "t", metadata_location=f"s3://data/w1/v{i}.json")
+    holder.release()
+    committer.join(timeout=120)
+    assert outcome == [begin + 6]
+    assert puts == [begin + 6]
+    assert sorted(loads) == list(range(begin + 1, begin + 6))
+    assert set(loads.values()) == {1}
+    view = cat.latest()
+    assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
+    assert view.describe_table("w1", "t").metadata_location == "s3://data/w1/v5.json"
+
+
+def _writer(uri: str, w: int, seconds: float, start: Any, out: Any) -> None:
+    cat = olympia.load_catalog(uri)
+    failures: Counter[str] = Counter()
+    commits = 0
+    start.wait()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with cat.begin() as txn:
+                txn.update_table(
+                    f"w{w}", "t", metadata_location=f"s3://data/w{w}/v{commits + 1}.json"
+                )
+        except olympia.OlympiaError as exc:
+            failures[type(exc).__name__ + ":" + str(getattr(exc, "rule", ""))] += 1
+            continue
+        commits += 1
+    cat.close()
+    out.put((w, commits, dict(failures)))
+
+
+def test_disjoint_writers_in_several_processes_all_commit_and_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    procs, seconds = 4, 1.5
+    uri, cat = _catalog(tmp_path, tables=procs)
+    base = cat.version
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    workers = [
+        ctx.Process(target=_writer, args=(uri, w, seconds, start, out)) for w in range(procs)
+    ]
+    for p in workers:
+        p.start()
+    start.set()
+    results = sorted(out.get(timeout=300) for _ in workers)
+    for p in workers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert [failures for _, _, failures in results] == [{}] * procs
+    counts = [commits for _, commits, _ in results]
+    assert min(counts) >= 1
+    latest = olympia.load_catalog(uri)
+    assert latest.version == base + sum(counts)  # exactly one version per commit
+    view = latest.latest()
+    for w, commits, _ in results:
+        got = view.describe_table(f"w{w}", "t").metadata_location
+        assert got == f"s3://data/w{w}/v{commits}.json"
+    # Each version holds one update of one writer's table: none lost or doubled.
+    updated: Counter[str] = Counter()
+    for info in latest.history(since=base + 1):
+        writes = [a for a in info.actions if a.type == apb.TABLE_UPDATE]
+        assert len(writes) == 1
+        updated[writes[0].table.namespace] += 1
+    assert updated == {f"w{w}": commits for w, commits, _ in results}
+
+
+def test_s3_writers_of_one_host_share_a_lock_per_catalog(s3_location: Any) -> None:
+    from olympia.storage import open_storage
+
+    uri, options = s3_location
+    one, two = open_storage(uri, options), open_storage(uri, options)
+    elsewhere = open_storage(uri + "-other", options)
+    two.publish_lock_wait = 0.05  # type: ignore[attr-defined]
+    first = one.publish_lock()
+    try:
+        assert first.held
+        second = _in_thread(two.publish_lock)
+        assert second.waited and not second.held
+        other = _in_thread(elsewhere.publish_lock)
+        assert other.held and not other.waited
+        _in_thread(other.release)
+    finally:
+        first.release()
+    again = two.publish_lock()
+    assert again.held
+    again.release()
+    assert isinstance(again, FileHostLock)
+    folder = os.path.dirname(again.path)
+    assert os.stat(folder).st_mode & 0o777 == 0o700
