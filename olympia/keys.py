@@ -1,10 +1,13 @@
 """Object keys: how catalog objects are named inside the B-tree (spec/format.md, "Object keys").
 
 A key is the object type id as four base64 characters followed by the
-object's name parts, each padded with spaces to the maximum size the catalog
-definition allows. Because every allowed name character sorts above the
-space, comparing padded keys compares names, and all tables of a namespace
-share one key prefix.
+object's name parts. In format version 2 (*compact* keys) every part but the
+last is followed by one space and the last by nothing; in format version 1
+(*padded* keys) every part is padded with spaces to the maximum size the
+catalog definition allows. Because every allowed name character sorts above
+the space (and names hold no space), comparing keys of either encoding
+compares names part by part, and all tables of a namespace share one key
+prefix.
 """
 
 from __future__ import annotations
@@ -124,23 +127,33 @@ class KeyCodec:
     namespace_max: int
     table_max: int
     view_max: int
+    #: Compact keys (format version 2): parts separated by one space, the last
+    #: unpadded. Otherwise padded keys (format version 1).
+    compact: bool = False
 
     def _pad(self, kind: str, name: str, size: int) -> str:
-        return validate_name(kind, name, size).ljust(size, PAD)
+        """A name part followed by more parts (the namespace of a table key)."""
+        name = validate_name(kind, name, size)
+        return name + PAD if self.compact else name.ljust(size, PAD)
+
+    def _last(self, kind: str, name: str, size: int) -> str:
+        """The last name part of a key."""
+        name = validate_name(kind, name, size)
+        return name if self.compact else name.ljust(size, PAD)
 
     def namespace(self, namespace: str) -> str:
         """Key of a namespace."""
-        return type_prefix(ObjectType.NAMESPACE) + self._pad(
+        return type_prefix(ObjectType.NAMESPACE) + self._last(
             "namespace", namespace, self.namespace_max
         )
 
     def table(self, namespace: str, name: str) -> str:
         """Key of a table."""
-        return self.tables_prefix(namespace) + self._pad("table", name, self.table_max)
+        return self.tables_prefix(namespace) + self._last("table", name, self.table_max)
 
     def view(self, namespace: str, name: str) -> str:
         """Key of a view."""
-        return self.views_prefix(namespace) + self._pad("view", name, self.view_max)
+        return self.views_prefix(namespace) + self._last("view", name, self.view_max)
 
     def table_and_view_keys(self, namespace: str, name: str) -> list[tuple[str, str]]:
         """``(key, kind)`` of the table and of the view ``namespace.name`` could be.
@@ -162,9 +175,10 @@ class KeyCodec:
 
     def transaction(self, txn_id: str) -> str:
         """Key of a distributed transaction."""
-        return type_prefix(ObjectType.TRANSACTION) + validate_transaction_id(txn_id).ljust(
-            TRANSACTION_ID_MAX_SIZE, PAD
-        )
+        txn_id = validate_transaction_id(txn_id)
+        if not self.compact:
+            txn_id = txn_id.ljust(TRANSACTION_ID_MAX_SIZE, PAD)
+        return type_prefix(ObjectType.TRANSACTION) + txn_id
 
     def namespaces_prefix(self) -> str:
         """Prefix shared by all namespace keys."""
@@ -201,6 +215,8 @@ class KeyCodec:
             widths = (TRANSACTION_ID_MAX_SIZE,)
         else:
             raise CorruptCatalogError(f"object key {key[:40]!r} has an unknown type prefix")
+        if self.compact:
+            return DecodedKey(object_type, self._split(key, body, widths))
         if len(body) != sum(widths):
             raise CorruptCatalogError(f"object key {key.rstrip()!r} has the wrong length")
         parts = []
@@ -209,3 +225,17 @@ class KeyCodec:
             parts.append(body[start : start + width].rstrip(PAD))
             start += width
         return DecodedKey(object_type, tuple(parts))
+
+    @staticmethod
+    def _split(key: str, body: str, widths: tuple[int, ...]) -> tuple[str, ...]:
+        """The name parts of a compact key body: separated by single spaces,
+        each 1 to its width code points."""
+        parts = tuple(body.split(PAD))
+        if len(parts) != len(widths) or not all(
+            0 < len(part) <= width for part, width in zip(parts, widths)
+        ):
+            raise CorruptCatalogError(
+                f"object key {key[:200]!r} does not hold {len(widths)} name part(s) "
+                "separated by single spaces, each within its width"
+            )
+        return parts

@@ -71,6 +71,7 @@ def key_codec(definition: pb.CatalogDefinition) -> KeyCodec:
         namespace_max=int(definition.namespace_name_max_size),
         table_max=int(definition.table_name_max_size),
         view_max=int(definition.view_name_max_size),
+        compact=int(definition.format_version) >= 2,
     )
 
 

@@ -324,6 +324,33 @@ def test_a_catalog_written_in_format_version_1_stays_readable_and_writable(tmp_p
     assert len(root.root.actions) == 101
     table = olympia.load_catalog(str(path)).latest().describe_table("ns", "more7")
     assert table.metadata_location == "s3://b/more7.json"
+    # Its keys stay padded (spec/format.md §5), old ones and new ones alike.
+    widths = (cat.definition.namespace_name_max_size, cat.definition.table_name_max_size)
+    table_keys = [k for k, _ in cat.latest().scan("AAAC")]
+    assert len(table_keys) == 90
+    assert all(len(k) == 4 + sum(widths) for k in table_keys)
+    assert "AAAC" + "ns".ljust(widths[0]) + "more7".ljust(widths[1]) in table_keys
+
+
+def test_format_version_2_catalogs_use_compact_keys(tmp_path):
+    """spec/format.md §5: one space after each part but the last, no padding."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+        t.create_namespace("ns2")
+        t.create_table("ns", "t1", "s3://b/t1.json")
+        t.create_view("ns", "v1", sql_text="select 1")
+    open_txn = cat.begin()
+    txn_id = open_txn.distribute()
+    keys = [k for k, _ in cat.latest().scan("")]
+    assert keys == ["AAABns", "AAABns2", "AAACns t1", "AAADns v1", "AAAE" + txn_id]
+    assert [t.id for t in cat.list_transactions()] == [txn_id]
+    open_txn.rollback()
+    assert cat.latest().list_tables("ns") == ["t1"]
+    assert cat.latest().list_tables("ns2") == []
+    assert [a.object_key for a in cat.history()[1].actions if a.type == A.TABLE_CREATE] == [
+        "AAACns t1"
+    ]
 
 
 def test_an_old_action_file_name_is_renewed_before_it_is_published_again(monkeypatch):

@@ -275,8 +275,17 @@ def prefix(type_id: int) -> str:
     return base64.b64encode(type_id.to_bytes(3, "big")).decode()
 
 
-def pad(name: str, width: int) -> str:
-    return name + " " * (width - len(name))
+def spec_key(type_id: int, *parts: str) -> str:
+    """format.md §5, format version 2: the parts after the prefix, one space between."""
+    return prefix(type_id) + " ".join(parts)
+
+
+def spec_key_parts(key: str, widths: tuple[int, ...]) -> list[str]:
+    """format.md §5, format version 2: split on single spaces, each part 1..width."""
+    parts = key[4:].split(" ")
+    assert len(parts) == len(widths)
+    assert all(0 < len(p) <= w for p, w in zip(parts, widths))
+    return parts
 
 
 # --- the library's catalogs, read by the spec reader ----------------------------------
@@ -320,9 +329,9 @@ def test_spec_reader_sees_what_the_library_sees(written):
         if version:
             assert root.system["$previous_root"].decode() == f"vn/{spec_name(version - 1)}"
     tables = [
-        key[len(prefix(2)) + 6 :].rstrip(" ")
+        spec_key_parts(key, (6, 10))[1]
         for key, _ in spec.entries(spec.root(4))
-        if key.startswith(prefix(2) + pad("ns", 6))
+        if key.startswith(prefix(2) + "ns ")
     ]
     assert tables == cat.latest().list_tables("ns")
 
@@ -333,11 +342,7 @@ def test_value_name_fields_equal_their_key(written):
     messages = {1: pb.Namespace, 2: pb.Table, 3: pb.View}
     for key, value in spec.entries(spec.root(cat.version)):
         type_id = int.from_bytes(base64.b64decode(key[:4]), "big")
-        parts, start = [], 4
-        for width in widths[type_id]:
-            parts.append(key[start : start + width].rstrip(" "))
-            start += width
-        assert start == len(key)
+        parts = spec_key_parts(key, widths[type_id])
         msg: Any = messages[type_id].FromString(value)
         names = [msg.name] if type_id == 1 else [msg.namespace, msg.name]
         assert names == parts
@@ -348,7 +353,7 @@ def test_action_rows_as_specified(written):
     for version in range(1, 5):
         for key, action in spec.root(version).actions:
             assert key == action.object_key
-    ns_key = prefix(1) + pad("ns", 6)
+    ns_key = spec_key(1, "ns")
     # Writes are preceded by the precondition reads they evaluated (transactions.md §1).
     writes = [a for _, a in spec.root(2).actions if a.type not in READ_TYPES]
     alter, rename = writes
@@ -365,8 +370,8 @@ def test_action_rows_as_specified(written):
     assert list(alter.unset_properties) == ["owner"]
     assert dict(alter.namespace.properties) == {"a": "1", "b": "2"}
     assert rename.type == A.TABLE_RENAME
-    assert rename.object_key == prefix(2) + pad("ns", 6) + pad("t0", 10)
-    assert rename.target_key == prefix(2) + pad("ns", 6) + pad("renamed", 10)
+    assert rename.object_key == spec_key(2, "ns", "t0")
+    assert rename.target_key == spec_key(2, "ns", "renamed")
     assert (rename.table.namespace, rename.table.name) == ("ns", "renamed")
     serializable = spec.root(3)
     assert serializable.system["$isolation"] == b"serializable"
