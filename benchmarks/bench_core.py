@@ -223,7 +223,6 @@ def olympia_update(store: CatalogStore, key: str, value: bytes) -> Root:
         object_key=key,
         table=Table.FromString(value),
         update_fields=["metadata_location"],
-        transaction_id=txn,
     ).SerializeToString()
     new_root = tree.apply(base.node, [(key, value)], base.order, store.load_node)
     return store.commit(
@@ -682,7 +681,7 @@ def report_tables(results: Sequence[SizeResult]) -> str:
                 "N",
                 "commits",
                 "files/commit",
-                "expected (height+1)",
+                "nodes written (height+1), inline ones in the root file",
                 "KB/commit median",
                 "KB/commit max",
                 "olympia ms p50",
