@@ -259,13 +259,13 @@ class Catalog:
         """The open distributed transactions (and, if asked, expired ones not yet removed)."""
         validate.require_bool("include_expired", include_expired)
         view = self.latest()
-        prefix = view.keys.transactions_prefix()
+        keys = view.keys
         now = time.time() * 1000
         infos = [
             TransactionInfo.from_proto(
-                parse(pb.DistributedTransaction, v, f"transaction {k[4:].rstrip()}")
+                parse(pb.DistributedTransaction, v, f"transaction {keys.decode(k).parts[0]}")
             )
-            for k, v in view.scan(prefix)
+            for k, v in view.scan(keys.transactions_prefix())
         ]
         return [t for t in infos if include_expired or t.expires_at_millis >= now]
 

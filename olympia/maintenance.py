@@ -520,7 +520,8 @@ def _copy_export(
         # Open distributed transactions come along with their state, so they
         # can be resumed in the target.
         for key in txn_keys:
-            files.update(store.storage.list(f"{layout.DTXN_DIR}/{key[4:].rstrip()}"))
+            txn_id = keys.decode(key).parts[0]
+            files.update(store.storage.list(f"{layout.DTXN_DIR}/{txn_id}"))
         root_paths = {root.path for root in roots}
         for path in sorted(_files_of(files) - root_paths):
             record.renew_if_old()
@@ -907,7 +908,7 @@ def check_files(store: CatalogStore) -> FileCheck:
     try:
         with fresh.reading(latest_root.version):
             for k, _ in tree.scan(latest_root.node, keys.transactions_prefix(), fresh.load_node):
-                open_ids.append(k[4:].rstrip())
+                open_ids.append(keys.decode(k).parts[0])
     except CorruptCatalogError as exc:
         # A node on the way is missing or damaged: it is reported above (or
         # here, if it was not); the transactions behind it cannot be listed.
