@@ -24,7 +24,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from olympia import layout, tree
@@ -98,6 +98,27 @@ class Root:
 #: a retried commit would otherwise publish one named longer ago than this,
 #: so that expiration's grace period always covers it (transactions.md §3).
 _ACTION_FILE_RENAME_MILLIS = 60_000
+
+
+@dataclass
+class ChainLink:
+    """One transaction of :meth:`CatalogStore.publish_chain`: its new tree
+    (children may be nodes not yet written) and what its root records."""
+
+    transaction_id: str
+    tree: Node
+    actions: PreparedActions
+    begin_version: int
+    isolation: str
+
+
+@dataclass
+class ChainOutcome:
+    """What :meth:`CatalogStore.publish_chain` published: the roots, in order;
+    ``unknown`` when the put of the next one failed with its outcome unknown."""
+
+    published: list[Root] = field(default_factory=list)
+    unknown: bool = False
 
 
 class PreparedActions:
@@ -268,6 +289,9 @@ class CatalogStore:
         self._nodes = _LRU(cache_size)
         self._values = _LRU(cache_size)
         self._roots = _LRU(256)
+        #: Root files read but not decoded yet (the versions a probe steps
+        #: over): decoded by :meth:`load_root` if a conflict check needs them.
+        self._raw_roots = _LRU(256)
         #: Cache for data derived from immutable files (e.g. conflict footprints).
         self.derived = _LRU(cache_size)
         self._pool: ThreadPoolExecutor | None = None
@@ -285,7 +309,7 @@ class CatalogStore:
         task and a lock held by another thread would never be released."""
         self._pool = None
         self._pool_lock = threading.Lock()
-        for cache in (self._nodes, self._values, self._roots, self.derived):
+        for cache in (self._nodes, self._values, self._roots, self._raw_roots, self.derived):
             cache.reset_lock()
 
     # --- reading ---------------------------------------------------------------
@@ -416,6 +440,10 @@ class CatalogStore:
             raise VersionNotFoundError(f"version {version} cannot exist: versions are below 2**63")
         path = layout.root_path(version)
         cached = self._roots.get(path)
+        if cached is None:
+            raw = self._raw_roots.get(path)
+            if isinstance(raw, bytes):
+                cached = self._decode_root(version, raw)
         if cached is not None and not fresh:
             return cached  # type: ignore[return-value]
         self._refuse_expired(version)
@@ -429,6 +457,11 @@ class CatalogStore:
                 f"version {version} does not exist in the catalog at {self.storage.location}"
             ) from None
         return self._decode_root(version, data)
+
+    def _holds_root(self, version: int) -> bool:
+        """Whether the root of ``version`` is cached, decoded or not."""
+        path = layout.root_path(version)
+        return self._roots.get(path) is not None or self._raw_roots.get(path) is not None
 
     def _decode_root(self, version: int, data: bytes) -> Root:
         """The root of ``version`` from the bytes of its root file (cached)."""
@@ -599,7 +632,7 @@ class CatalogStore:
         ``start`` and whether the whole range was present, or None when
         ``start`` is missing or a root follows a missing one."""
         versions = list(range(start, min(start + width, layout.MAX_VERSION) + 1))
-        cached = self._roots.get(layout.root_path(start)) is not None
+        cached = self._holds_root(start)
 
         def probe(v: int) -> Callable[[], bytes | bool | None]:
             path = layout.root_path(v)
@@ -648,16 +681,16 @@ class CatalogStore:
         if any(r is not None for r in replies[run:]):
             return None  # a root after a gap: expiration is deleting roots
         last = versions[run - 1]
+        complete = run == len(versions) and last < layout.MAX_VERSION
         for v, data in zip(versions[:run], replies[:run], strict=True):
-            if isinstance(data, bytes) and self._roots.get(layout.root_path(v)) is None:
-                if v == last:
+            if isinstance(data, bytes) and not self._holds_root(v):
+                if v == last and not complete:  # the latest: its reader needs it
                     self._decode_root(v, data)
                 else:
-                    # Kept for the conflict checks of a commit that rebases over
-                    # them; a damaged one is reported by whoever needs it.
-                    with contextlib.suppress(CorruptCatalogError):
-                        self._decode_root(v, data)
-        return last, run == len(versions) and last < layout.MAX_VERSION
+                    # Kept, undecoded, for the conflict checks of a commit that
+                    # rebases over them (most readers never need them).
+                    self._raw_roots.put(layout.root_path(v), data)
+        return last, complete
 
     def load_after_lost_race(self, taken: int, probe: bool = True) -> Root:
         """A new base after losing the race for version ``taken``: the latest
@@ -667,7 +700,7 @@ class CatalogStore:
         expiration removes is refused by the check after publishing
         (spec/transactions.md §8.4)."""
         self._note_seen(taken)
-        known = self._roots.get(layout.root_path(taken)) is not None
+        known = self._holds_root(taken)
         if known and self.storage.parallel_reads and not probe:
             # Losing read the winner's root (to tell it from our own write):
             # build on it at once rather than spend a round on probing.
@@ -964,6 +997,88 @@ class CatalogStore:
         # that it costs the commit nothing.
         self._hint_write = self._executor().submit(self._write_hint, version)
         return result
+
+    def publish_chain(self, base: Root, links: Sequence[ChainLink]) -> ChainOutcome:
+        """Publish ``links[i]`` as version ``base.version + 1 + i``, each root
+        built on the one before (group commit, spec/transactions.md §3.2).
+
+        The roots are encoded one after the other, made durable side by side
+        (their temporary files fsynced in parallel), then put in version
+        order, each with put-if-absent and the fsync of its folder before the
+        next, so that a version is never on storage without the one below it.
+        The first put that loses or fails ends the chain: the versions before
+        it are published, it and those after it are not (its own outcome is
+        unknown when :attr:`ChainOutcome.unknown`). Catalogs of format
+        version 2 only (format version 1 needs a floor read after each put).
+        """
+        definition = base.definition
+        compression = definition.node_compression or "none"
+        format_version = int(definition.format_version)
+        inline_max = int(definition.inline_value_max_bytes)
+        puts = self.storage.put_group(self._executor().submit)
+        prepared: list[tuple[Root, bytes, list[tuple[str, Node]]]] = []
+        for i, link in enumerate(links):
+            version = base.version + 1 + i
+            action_file = link.actions.name()
+            if action_file is not None and action_file != link.actions.written:
+                assert link.actions.data is not None
+                puts.put(action_file, link.actions.data)
+            inline: list[bytes] = []
+            stored, written = self._materialize(
+                link.tree, inline_max, compression, puts.put, format_version, version, inline
+            )
+            now = int(time.time() * 1000)
+            info = RootInfo(
+                version=version,
+                catalog_def=definition.SerializeToString(deterministic=True),
+                transaction_id=link.transaction_id,
+                previous_root=layout.root_path(version - 1),
+                actions=link.actions.inline,
+                begin_version=link.begin_version,
+                isolation=link.isolation,
+                action_file=action_file,
+                action_file_count=link.actions.count if action_file is not None else 0,
+                inline_nodes=tuple(inline),
+            )
+            data = encode_node(NodeFile(stored, now, info), compression, format_version)
+            prepared.append((Root(version, stored, info, definition, now), data, written))
+        puts.seal()
+        stages = [self._executor().submit(self.storage.stage, data) for _, data, _ in prepared]
+        outcome = ChainOutcome()
+        staged: list[Staged] = []
+        for future in stages:
+            try:
+                staged.append(future.result())
+            except StorageError:
+                break  # the chain ends before the first root that could not be staged
+        if puts.wait():
+            for st in staged:
+                st.discard()
+            return outcome
+        for (root, _data, written), st in zip(prepared, staged, strict=False):
+            try:
+                self.storage.put_staged(root.path, st)
+            except StorageFileExistsError as exc:
+                self._note_seen(root.version)
+                self._keep_winner(root.version, exc.existing)
+                break
+            except StorageError:
+                outcome.unknown = True
+                break
+            for p, n in written:
+                self._nodes.put(p, n)
+            self._roots.put(root.path, root)
+            self._note_seen(root.version)
+            outcome.published.append(root)
+        for st in staged[len(outcome.published) :]:
+            st.discard()
+        for link in links[: len(outcome.published)]:
+            link.actions.written = link.actions.path
+        if outcome.published:
+            self._hint_write = self._executor().submit(
+                self._write_hint, outcome.published[-1].version
+            )
+        return outcome
 
     def wait_for_background_writes(self) -> None:
         """Wait until the ``vn/latest`` hint this store last wrote in the

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, cast
 
-from olympia import layout, tree, validate
+from olympia import group, layout, tree, validate
 from olympia.conflicts import (
     CONTENT_WRITES,
     MEMBER_READS,
@@ -46,7 +46,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
 from olympia.state import OverlayState
-from olympia.store import CatalogStore, PreparedActions, Root
+from olympia.store import CatalogStore, ChainLink, PreparedActions, Root
 
 A = apb.ActionType
 #: Publish attempts of one commit (spec/transactions.md §3). Every lost race
@@ -60,6 +60,16 @@ DEFAULT_RECOVER_AFTER_SECONDS = 60.0
 _OPEN = apb.TRANSACTION_OUTCOME_OPEN
 _COMMITTING = apb.TRANSACTION_OUTCOME_COMMITTING
 _ROLLED_BACK = apb.TRANSACTION_OUTCOME_ROLLED_BACK
+
+#: Group commit among the writers of one host (spec/transactions.md §3.2).
+#: Only an optimisation; False makes every writer publish its own version.
+GROUP_COMMIT = True
+#: A group-commit request is published by the holder only when the versions
+#: it would have to examine above the request's base are at most this many.
+_GROUP_WINDOW = 64
+#: Rounds of requests one holder publishes before it lets the lock go: the
+#: writers it answered often leave their next transaction meanwhile.
+_GROUP_ROUNDS = 4
 
 #: Test hook for the history checker: when True, commits skip every conflict
 #: check after a lost race (a deliberately broken rebase). Never set it elsewhere.
@@ -324,6 +334,9 @@ class Transaction(CatalogReader):
         self._pending_record: pb.DistributedTransaction | None = None
         self._unsettled: tuple[bytes, int] | None = None
         self._merge: ContentMerge | None = None
+        #: Whether another writer of this host published this transaction for
+        #: it (group commit, spec/transactions.md §3.2): set by :meth:`commit`.
+        self.published_by_holder = False
         for action in actions:
             if is_write(action):
                 try:
@@ -947,6 +960,9 @@ class Transaction(CatalogReader):
         seen: list[Footprint] = []
         known: dict[int, Footprint] = {}
 
+        folder = store.storage.group_dir() if self._may_group() else None
+        member = group.Member(folder, self.id) if folder is not None else None
+
         def rebase() -> None:
             """Bring ``state`` from ``checked`` to ``target``: the write-write
             rules, then the replay (a failed precondition is `structural`),
@@ -954,6 +970,11 @@ class Transaction(CatalogReader):
             nonlocal state, checked, relevant, encoded
             if target.version <= checked:
                 return
+            if member is not None and member.asked_base is not None:
+                # A holder may have published this transaction (§3.2).
+                for v in range(max(checked, member.asked_base) + 1, target.version + 1):
+                    if store.load_root(v).info.transaction_id == self.id:
+                        raise _PublishedByHolder(v)
             if _UNSAFE_SKIP_CONFLICT_CHECKS:
                 state = self._replay(target)
             else:
@@ -981,74 +1002,234 @@ class Transaction(CatalogReader):
                 raise _claimed_error(store, self._keys, self.id, begin, None, target.version)
 
         def catch_up() -> None:
-            """While waiting for the publish lock: rebase on the versions the
-            other writers publish meanwhile, so that they are not examined
-            while holding it (spec/transactions.md §3.1)."""
+            """While waiting for the publish lock: wait for the answer to this
+            transaction's group-commit request, if it left one (§3.2);
+            otherwise rebase on the versions the other writers publish
+            meanwhile, so that they are not examined while holding the lock
+            (§3.1), and leave a request for the holder."""
             nonlocal target
-            newer = self._newer_than(target)
-            if newer is not None:
-                target = newer
-                check_claim()
-                rebase()
+            if member is not None and member.pending:
+                published = member.answer()
+                if published is not None:
+                    raise _PublishedByHolder(published)
+                if member.pending:
+                    return
+            # A request goes first, on the base checked so far: the holder
+            # examines the versions since (it has them at hand); this writer
+            # rebases only when the holder refused it.
+            if not ask():
+                newer = self._newer_than(target)
+                if newer is not None:
+                    target = newer
+                    check_claim()
+                    rebase()
+                    ask()
 
-        for attempt in range(1, self.max_attempts + 1):
-            # The writers of this host publish one at a time (§3.1): under the
-            # lock, after waiting for it, the base is brought up to the latest
-            # version before the rebase; the lock is let go once the root is
-            # in place.
-            lock = store.storage.publish_lock(catch_up)
-            try:
-                if lock.held and lock.waited:
-                    target = self._latest_under_lock(target)
-                check_claim()
-                rebase()
-                serialized_before: list[int] = []
-                if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
-                    serialized_before = self._check_order(pending(), target.version, known)
-                new_root = tree.apply(target.node, state.changes(), target.order, store.load_node)
-                if not store.storage.parallel_reads and store.storage.exists(
-                    layout.root_path(target.version + 1)
-                ):
-                    # Local storage: an existence check costs far less than
-                    # encoding and writing node files for a version already taken.
-                    lost = target.version + 1
-                else:
-                    try:
-                        done = store.commit(
-                            target.version + 1,
-                            new_root,
-                            target.definition,
-                            self.id,
-                            actions=encoded,
-                            previous_root=target.path,
-                            begin_version=begin,
-                            isolation=self.isolation,
-                            serialized_before=serialized_before,
-                            after_put=lock.release,
-                        )
-                    except CommitConflictError as exc:
-                        if exc.rule != "version-taken":
-                            raise
+        def ask() -> bool:
+            """Leave a group-commit request on the base checked so far, unless
+            one was refused on that base already; whether one was left."""
+            if (
+                member is None
+                or (member.asked_base is not None and checked <= member.asked_base)
+                or (self.isolation == "serializable" and seen)
+            ):
+                # Not with outgoing edges (``seen``): only a transaction without
+                # them can be published later than checked without a new
+                # search for cycles (§3.2).
+                return False
+            return member.ask(
+                group.Request(self.id, begin, checked, self.isolation, tuple(self._actions))
+            )
+
+        try:
+            for attempt in range(1, self.max_attempts + 1):
+                # The writers of this host publish one at a time (§3.1): under the
+                # lock, after waiting for it, the base is brought up to the latest
+                # version before the rebase; the lock is let go once the root is
+                # in place.
+                lock = store.storage.publish_lock(catch_up)
+                try:
+                    if member is not None:
+                        # A holder answers before it lets the lock go (§3.2).
+                        published = member.answer() if member.pending else None
+                        if published is not None:
+                            self.published_by_holder = True
+                            return published
+                        member.withdraw()
+                    if lock.held and lock.waited:
+                        target = self._latest_under_lock(target)
+                    check_claim()
+                    rebase()
+                    serialized_before: list[int] = []
+                    if target.version != begin and seen and not _UNSAFE_SKIP_CONFLICT_CHECKS:
+                        serialized_before = self._check_order(pending(), target.version, known)
+                    new_root = tree.apply(
+                        target.node, state.changes(), target.order, store.load_node
+                    )
+                    # Waiting writers left transactions to publish after this one (§3.2).
+                    holder = group.Holder(folder) if folder is not None and lock.held else None
+                    leading = holder is not None and holder.waiting()
+                    if not store.storage.parallel_reads and store.storage.exists(
+                        layout.root_path(target.version + 1)
+                    ):
+                        # Local storage: an existence check costs far less than
+                        # encoding and writing node files for a version already taken.
                         lost = target.version + 1
                     else:
-                        return done.version
-            finally:
-                lock.release()
-            # Attempt ``attempt`` lost: every attempt so far did.
-            if attempt > _FREE_RETRIES:
-                # Only a livelock breaker: a loser normally retries at once
-                # on the newer base, as fresh as any new transaction's.
-                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (attempt - _FREE_RETRIES))))
-            # After one lost race, build on the winner's root at once; after
-            # more in a row, find the latest version first, so as not to
-            # keep losing to writers that started later.
-            target = store.load_after_lost_race(lost, probe=attempt > 1)
-        raise CommitConflictError(
-            f"transaction {self.id} lost the race for a new version {self.max_attempts} times "
-            f"(max_attempts) although nothing conflicted; try again later",
-            version=target.version,
-            rule="retries-exhausted",
-        )
+                        try:
+                            done = store.commit(
+                                target.version + 1,
+                                new_root,
+                                target.definition,
+                                self.id,
+                                actions=encoded,
+                                previous_root=target.path,
+                                begin_version=begin,
+                                isolation=self.isolation,
+                                serialized_before=serialized_before,
+                                # A holder publishing a group keeps the lock (§3.2).
+                                after_put=None if leading else lock.release,
+                            )
+                        except CommitConflictError as exc:
+                            if exc.rule != "version-taken":
+                                raise
+                            lost = target.version + 1
+                        else:
+                            if leading and holder is not None:
+                                self._lead(holder, done)
+                            return done.version
+                finally:
+                    lock.release()
+                # Attempt ``attempt`` lost: every attempt so far did.
+                if attempt > _FREE_RETRIES:
+                    # Only a livelock breaker: a loser normally retries at once
+                    # on the newer base, as fresh as any new transaction's.
+                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (attempt - _FREE_RETRIES))))
+                # After one lost race, build on the winner's root at once; after
+                # more in a row, find the latest version first, so as not to
+                # keep losing to writers that started later.
+                target = store.load_after_lost_race(lost, probe=attempt > 1)
+            raise CommitConflictError(
+                f"transaction {self.id} lost the race for a new version {self.max_attempts} times "
+                f"(max_attempts) although nothing conflicted; try again later",
+                version=target.version,
+                rule="retries-exhausted",
+            )
+        except _PublishedByHolder as published:
+            self.published_by_holder = True
+            return published.version
+        finally:
+            if member is not None:
+                member.withdraw()
+
+    def _may_group(self) -> bool:
+        """Whether another writer of this host may publish this transaction
+        (§3.2): not a distributed one, whose claims decide who publishes it."""
+        return GROUP_COMMIT and self._dist is None and not _UNSAFE_SKIP_CONFLICT_CHECKS
+
+    def _lead(self, holder: group.Holder, last: Root) -> None:
+        """Holding the publish lock, after publishing ``last``: publish the
+        transactions other writers of this host left, one version each, and
+        answer every request claimed (spec/transactions.md §3.2). A request
+        left unanswered (the outcome of its put is unknown) is settled by its
+        owner, who finds its id in the versions or publishes it itself."""
+        for _ in range(_GROUP_ROUNDS):
+            published = self._lead_round(holder, last)
+            if published is None:
+                return
+            last = published
+
+    def _lead_round(self, holder: group.Holder, last: Root) -> Root | None:
+        """One round of :meth:`_lead`: the requests there now, published after
+        ``last``; the last version published, or None when there was nothing
+        to publish or the chain broke off."""
+        store = self._store
+        links: list[ChainLink] = []
+        #: The versions of the chain being built: version -> (id, footprint).
+        chain: dict[int, tuple[str, Footprint]] = {}
+        tip = last
+        for txn_id, request in holder.claim(self.id):
+            if request is None or tip.format_version < 2:
+                holder.refuse(txn_id)
+                continue
+            log = ActionLog()
+            for action in request.actions:
+                log.append(action)
+            try:
+                state = self._admit(request, log, tip, chain)
+                if state is None:
+                    holder.refuse(txn_id)
+                    continue
+                new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
+            except Exception:  # a node that cannot be read, say: its owner publishes it
+                holder.refuse(txn_id)
+                continue
+            version = tip.version + 1
+            links.append(
+                ChainLink(
+                    txn_id,
+                    new_tree,
+                    PreparedActions(log.encoded, len(log), txn_id, last.definition),
+                    request.begin,
+                    request.isolation,
+                )
+            )
+            chain[version] = (txn_id, log.footprint(version, request.begin))
+            tip = Root(version, new_tree, last.info, last.definition, last.created_at_millis)
+        if not links:
+            return None
+        try:
+            outcome = store.publish_chain(last, links)
+        except Exception:  # the outcome of every put is unknown: left to the owners
+            return None
+        done = len(outcome.published)
+        for i, link in enumerate(links):
+            if i < done:
+                holder.publish(link.transaction_id, outcome.published[i].version)
+            elif i > done or not outcome.unknown:
+                holder.refuse(link.transaction_id)
+        return outcome.published[-1] if done == len(links) else None
+
+    def _admit(
+        self,
+        request: group.Request,
+        log: ActionLog,
+        tip: Root,
+        chain: Mapping[int, tuple[str, Footprint]],
+    ) -> OverlayState | None:
+        """The pending changes of ``request`` on ``tip``, if it may be
+        published as the next version, else None (spec/transactions.md §3.2):
+        its owner checked it up to its base, and no version since (published,
+        or in ``chain`` about to be) wrote anything its actions depend on, so
+        every rule of §4 would pass and its replay on ``tip`` equals its
+        replay on the base."""
+        store = self._store
+        base, latest = request.base, tip.version
+        if (
+            request.isolation not in ISOLATION_LEVELS
+            or not request.begin <= base <= latest
+            or latest - base > _GROUP_WINDOW
+        ):
+            return None
+        keys, prefixes = _replay_keys(log.footprint(latest + 1, request.begin), None)
+        try:
+            for v in range(base + 1, latest + 1):
+                if v in chain:
+                    txn_id, committed = chain[v]
+                else:
+                    txn_id = store.load_root(v).info.transaction_id
+                    committed = footprint_of(store, v)
+                if txn_id == request.txn_id or committed.rollback:
+                    return None  # published already, or a rollback to refuse it
+                for key in committed.writes:
+                    if key in keys or key.startswith(prefixes):
+                        return None
+            state = OverlayState(store, tip)
+            for action in log.writes():
+                apply_write(state, self._keys, action)
+        except (OlympiaError, PreconditionFailed):
+            return None
+        return state
 
     def _newer_than(self, target: Root) -> Root | None:
         """A version newer than ``target`` if local storage shows one at once
@@ -1199,6 +1380,14 @@ class Transaction(CatalogReader):
 
     def __repr__(self) -> str:
         return f"Transaction(id={self.id!r}, isolation={self.isolation!r}, begin_version={self.begin_version}, status={self._status!r})"
+
+
+class _PublishedByHolder(Exception):
+    """Another writer of this host published this transaction (§3.2)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
 
 
 class _OutcomeUnknownError(StorageError):

@@ -250,6 +250,12 @@ class Storage(ABC):
         nothing."""
         return HostLock()
 
+    def group_dir(self) -> str | None:
+        """The folder of this host where writers waiting for the publish lock
+        leave their transactions for its holder (group commit,
+        spec/transactions.md §3.2); None where there is no publish lock."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources held by the backend."""
 

@@ -40,7 +40,9 @@ _HELD = threading.local()
 
 #: How often a waiting writer does what it can before holding the lock
 #: (seconds): rebasing on the versions published meanwhile.
-WAITING_INTERVAL = 0.005
+WAITING_INTERVAL = 0.001
+#: How long a waiting writer polls the lock before a thread blocks on it (seconds).
+POLL_SECONDS = 0.05
 
 
 class HostLock:
@@ -50,6 +52,10 @@ class HostLock:
     This base class holds nothing (storage without a host-local lock)."""
 
     held = False
+    #: The folder where writers waiting for this lock leave their transactions
+    #: for its holder to publish (group commit, spec/transactions.md §3.2);
+    #: None where there is no lock.
+    group_dir: str | None = None
     #: Whether another writer held it when it was asked for (the writers of
     #: this host may have published versions meanwhile).
     waited = False
@@ -91,6 +97,7 @@ class FileHostLock(HostLock):
     ) -> None:
         #: The lock file.
         self.path = path
+        self.group_dir = path + ".group"
         self._fd: int | None = None
         self.held = False
         held: set[str] = _HELD.__dict__.setdefault("paths", set())
@@ -104,11 +111,12 @@ class FileHostLock(HostLock):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.waited = True
-            if not _wait(fd, wait_seconds, while_waiting, interval):
-                return  # the waiting thread now owns ``fd``
         except OSError:
             os.close(fd)  # e.g. ENOLCK: this file system has no flock
             return
+        # Errors of ``while_waiting`` propagate; ``_wait`` has then let ``fd`` go.
+        if self.waited and not _wait(fd, wait_seconds, while_waiting, interval):
+            return  # ``fd`` is closed, or the waiting thread owns it
         self._fd = fd
         self.held = True
         self._thread_paths = held
@@ -151,6 +159,30 @@ def _wait(
     ``fd``) as soon as it gets it.
     """
     assert fcntl is not None
+    deadline = time.monotonic() + seconds
+    # First without a thread, trying the lock between calls of
+    # ``while_waiting``: a writer whose transaction the holder publishes
+    # (group commit) is usually answered before this ends, and a thread
+    # costs more to start than a few polls.
+    polling_ends = min(time.monotonic() + POLL_SECONDS, deadline)
+    while True:
+        try:
+            if while_waiting is not None:
+                while_waiting()
+        except BaseException:
+            os.close(fd)  # not held: nothing to let go
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:
+            os.close(fd)
+            return False
+        if time.monotonic() >= polling_ends:
+            break
+        time.sleep(interval)
     guard = threading.Lock()
     done = threading.Event()
     outcome = {"held": False, "abandoned": False}
@@ -179,16 +211,17 @@ def _wait(
             return False
 
     threading.Thread(target=block, name="olympia-host-lock", daemon=True).start()
-    deadline = time.monotonic() + seconds
     try:
         while True:
+            # First at once: a waiter leaves its transaction for the holder
+            # (group commit) before sleeping.
+            if while_waiting is not None:
+                while_waiting()
             left = deadline - time.monotonic()
             if done.wait(max(0.0, min(interval, left))):
                 return outcome["held"]
             if left <= interval:
                 return abandon()
-            if while_waiting is not None:
-                while_waiting()
     except BaseException:
         # An error of ``while_waiting``, or an interrupt: never leave the
         # lock to a thread that nobody will tell to let it go.

@@ -294,6 +294,9 @@ class LocalStorage(Storage):
         path = os.path.join(self.root, *PUBLISH_LOCK.split("/"))
         return FileHostLock(path, self.publish_lock_wait, while_waiting)
 
+    def group_dir(self) -> str | None:
+        return os.path.join(self.root, *PUBLISH_LOCK.split("/")) + ".group"
+
     def temporary_files(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
         with self._translating("list", TMP_DIR):

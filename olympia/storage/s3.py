@@ -201,14 +201,22 @@ class S3Storage(Storage):
         """``flock`` on a file of this host named after the endpoint and the
         location (in a folder of the user's temporary directory): the
         processes of this host that commit to one catalog take turns to
-        publish (spec/transactions.md §3.1). ``while_waiting`` is not called:
-        looking for new versions would cost requests."""
+        publish (spec/transactions.md §3.1). ``while_waiting`` is called as
+        for local storage; the transaction layer does not look for new
+        versions there, which would cost requests (§3.1), but waits for the
+        answer to its group-commit request (§3.2)."""
+        path = self._lock_path()
+        return FileHostLock(path, self.publish_lock_wait, while_waiting, folder_mode=0o700)
+
+    def group_dir(self) -> str | None:
+        return self._lock_path() + ".group"
+
+    def _lock_path(self) -> str:
         endpoint = str(self._options.get("endpoint_url") or "")
         digest = hashlib.sha256(f"{endpoint}\n{self.location}".encode()).hexdigest()[:32]
         uid = os.getuid() if hasattr(os, "getuid") else 0
         folder = os.path.join(tempfile.gettempdir(), f"olympia-locks-{uid}")
-        path = os.path.join(folder, digest)
-        return FileHostLock(path, self.publish_lock_wait, folder_mode=0o700)
+        return os.path.join(folder, digest)
 
     def _overwrite(self, path: str, data: bytes) -> None:
         with self._translating("overwrite", path):
