@@ -1,0 +1,404 @@
+"""Group commit among the writers of one host (spec/transactions.md §3.2).
+
+A writer waiting for the publish lock leaves its transaction for the holder,
+which publishes it as the next version exactly as its writer would have, or
+refuses it; either way every transaction is published at most once, every
+conflict rule still holds, and the catalog looks as if each writer had
+published its own version."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import olympia
+from olympia import group
+from olympia.proto import actions_pb2 as apb
+from olympia.storage.hostlock import HostLock
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
+
+
+def _catalog(
+    uri: str, tables: int = 2, options: dict[str, Any] | None = None, **kw: Any
+) -> olympia.Catalog:
+    cat = (
+        olympia.create_catalog(uri, storage_options=options, **kw)
+        if options
+        else olympia.create_catalog(uri, **kw)
+    )
+    with cat.begin() as txn:
+        for w in range(tables):
+            txn.create_namespace(f"w{w}")
+            txn.create_table(f"w{w}", "t", f"s3://data/w{w}/v0.json")
+    return cat
+
+
+def _hold(cat: olympia.Catalog) -> HostLock:
+    lock = cat.store.storage.publish_lock()
+    assert lock.held
+    return lock
+
+
+def _folder(cat: olympia.Catalog) -> str:
+    folder = cat.store.storage.group_dir()
+    assert folder is not None
+    return folder
+
+
+def _requests(folder: str) -> set[str]:
+    try:
+        return {n[: -len(".req")] for n in os.listdir(folder) if n.endswith(".req")}
+    except FileNotFoundError:
+        return set()
+
+
+def _wait_for(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    end = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+class _Committer(threading.Thread):
+    """Commits ``txn`` in a thread; ``outcome`` is the version or the error."""
+
+    def __init__(self, txn: olympia.Transaction) -> None:
+        super().__init__(daemon=True)
+        self.txn = txn
+        self.outcome: Any = None
+
+    def run(self) -> None:
+        try:
+            self.outcome = self.txn.commit()
+        except Exception as exc:  # compared by the tests
+            self.outcome = exc
+
+
+def _commit_while_held(
+    cat: olympia.Catalog,
+    txns: list[olympia.Transaction],
+    before_release: Callable[[], None] | None = None,
+) -> list[_Committer]:
+    """Commit ``txns`` in threads while this thread holds the publish lock;
+    release it once each has left its request."""
+    folder = _folder(cat)
+    lock = _hold(cat)
+    threads = [_Committer(t) for t in txns]
+    try:
+        for t in threads:
+            t.start()
+        ids = {t.id for t in txns}
+        _wait_for(lambda: ids <= _requests(folder), "the requests of every waiting writer")
+        if before_release is not None:
+            before_release()
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive()
+    return threads
+
+
+def _versions_of(cat: olympia.Catalog, since: int) -> Counter[str]:
+    return Counter(info.transaction_id for info in cat.history(since=since))
+
+
+def test_waiting_writers_are_published_by_the_holder_one_version_each(tmp_path: Path) -> None:
+    cat = _catalog(str(tmp_path / "cat"), tables=3)
+    base = cat.version
+    txns = []
+    for w in range(3):
+        txn = olympia.load_catalog(str(tmp_path / "cat")).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    versions = sorted(t.outcome for t in threads)
+    assert versions == [base + 1, base + 2, base + 3]
+    # The first to get the lock published its own version and the others'.
+    assert sum(t.txn.published_by_holder for t in threads) == 2
+    assert all(t.txn.status == "committed" for t in threads)
+    # Each version records its own transaction, as if it had published itself.
+    by_version = {info.version: info for info in cat.history(since=base + 1)}
+    for t in threads:
+        info = by_version[t.outcome]
+        assert info.transaction_id == t.txn.id
+        assert info.begin_version == base
+        assert [a.type for a in info.actions if not a.read_only] == [apb.TABLE_UPDATE]
+    view = cat.latest()
+    for w in range(3):
+        assert view.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v1.json"
+    # Every request was answered and its files removed.
+    assert os.listdir(_folder(cat)) == []
+
+
+def test_a_request_that_conflicts_is_refused_and_its_writer_reports_the_conflict(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    txns = []
+    for i in range(2):
+        txn = olympia.load_catalog(uri).begin("snapshot")
+        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    won = [t for t in threads if isinstance(t.outcome, int)]
+    lost = [t for t in threads if isinstance(t.outcome, olympia.CommitConflictError)]
+    assert len(won) == 1 and len(lost) == 1
+    assert won[0].outcome == base + 1 and not won[0].txn.published_by_holder
+    assert lost[0].outcome.rule == "write-write"
+    assert lost[0].outcome.version == base + 1
+    assert cat.version == base + 1
+    expected = f"s3://data/w0/writer{threads.index(won[0])}.json"
+    assert cat.latest().describe_table("w0", "t").metadata_location == expected
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_write_skew_handed_to_the_holder_follows_the_isolation_level(
+    tmp_path: Path, isolation: str
+) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    one = olympia.load_catalog(uri).begin(isolation)
+    one.describe_table("w0", "t")
+    one.update_table("w1", "t", metadata_location="s3://data/w1/one.json")
+    two = olympia.load_catalog(uri).begin(isolation)
+    two.describe_table("w1", "t")
+    two.update_table("w0", "t", metadata_location="s3://data/w0/two.json")
+    threads = _commit_while_held(cat, [one, two])
+    outcomes = [t.outcome for t in threads]
+    if isolation == "snapshot":
+        assert sorted(outcomes) == [base + 1, base + 2]
+        # The holder refuses a request that read what a version since its base
+        # wrote (§3.2); its writer rebases, which SNAPSHOT allows, and publishes.
+        assert sum(t.txn.published_by_holder for t in threads) == 0
+    else:
+        assert sum(isinstance(o, int) for o in outcomes) == 1
+        errors = [o for o in outcomes if isinstance(o, olympia.CommitConflictError)]
+        assert [e.rule for e in errors] == ["serializable-cycle"]
+        assert cat.version == base + 1
+
+
+def test_a_serializable_read_only_transaction_is_published_by_the_holder(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    reader = olympia.load_catalog(uri).begin("serializable")
+    assert reader.describe_table("w0", "t").metadata_location == "s3://data/w0/v0.json"
+    writer = olympia.load_catalog(uri).begin("serializable")
+    writer.update_table("w1", "t", metadata_location="s3://data/w1/v1.json")
+    threads = _commit_while_held(cat, [reader, writer])
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
+    reads = {info.transaction_id: info for info in cat.history(since=base + 1)}
+    assert [a.type for a in reads[reader.id].actions] == [apb.TABLE_DESCRIBE]
+
+
+def test_a_claimed_request_never_answered_is_published_by_its_writer_once(tmp_path: Path) -> None:
+    """The holder died between claiming a request and publishing it."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    txn = olympia.load_catalog(uri).begin()
+    txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    claimed: list[str] = []
+
+    def claim_and_die() -> None:
+        claimed.extend(i for i, _ in group.Holder(_folder(cat)).claim(""))
+
+    threads = _commit_while_held(cat, [txn], before_release=claim_and_die)
+    assert claimed == [txn.id]
+    assert threads[0].outcome == base + 1
+    assert not txn.published_by_holder
+    assert _versions_of(cat, base + 1) == {txn.id: 1}
+
+
+def test_a_request_published_but_not_answered_is_found_by_its_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder died after publishing a request and before answering it: its
+    writer finds its own id in the versions and publishes nothing again."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    monkeypatch.setattr(group.Holder, "publish", lambda self, txn_id, version: None)
+    txns = []
+    for w in range(2):
+        txn = olympia.load_catalog(uri).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
+    assert sum(t.txn.published_by_holder for t in threads) == 1
+    assert _versions_of(cat, base + 1) == {txns[0].id: 1, txns[1].id: 1}
+
+
+def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    folder = _folder(cat)
+    os.makedirs(folder, exist_ok=True)
+    Path(folder, "garbage.req").write_bytes(b"not a request")
+    Path(folder, "other.req").write_bytes(b'{"id": "someone-else", "begin": 0}\n')
+    with cat.begin() as txn:  # the lock is free: this writer holds it and looks
+        txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    assert Path(folder, "garbage.out").read_text() == "refused"
+    assert Path(folder, "other.out").read_text() == "refused"
+    assert not _requests(folder)
+
+
+def test_a_request_on_a_base_too_old_is_refused_and_its_writer_rebases(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    stale = olympia.load_catalog(uri).begin()
+    stale.update_table("w0", "t", metadata_location="s3://data/w0/stale.json")
+    base = cat.version
+    for i in range(70):  # more than the holder examines for a request
+        with cat.begin() as txn:
+            txn.update_table("w1", "t", metadata_location=f"s3://data/w1/v{i}.json")
+    fresh = olympia.load_catalog(uri).begin()
+    fresh.update_table("w1", "t", metadata_location="s3://data/w1/fresh.json")
+    threads = _commit_while_held(cat, [stale, fresh])
+    assert sorted(t.outcome for t in threads) == [base + 71, base + 72]
+    # Nothing conflicted: the stale one was refused by the holder (if the
+    # fresh one held the lock first) and published itself after rebasing.
+    assert stale.status == "committed"
+    assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/stale.json"
+
+
+def test_distributed_transactions_leave_no_request(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    folder = _folder(cat)
+    txn = olympia.load_catalog(uri).begin()
+    txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    txn.distribute()
+    lock = _hold(cat)
+    committer = _Committer(txn)
+    try:
+        committer.start()
+        time.sleep(0.3)  # long enough for a request to appear, if one were left
+        assert _requests(folder) == set()
+    finally:
+        lock.release()
+    committer.join(timeout=120)
+    assert isinstance(committer.outcome, int)
+    assert not txn.published_by_holder
+    assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
+
+
+def test_a_format_1_holder_refuses_requests_and_both_commit(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, format_version=1)
+    base = cat.version
+    txns = []
+    for w in range(2):
+        txn = olympia.load_catalog(uri).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
+    assert not any(t.txn.published_by_holder for t in threads)
+
+
+def test_s3_writers_of_one_host_are_published_by_the_holder(s3_location: Any) -> None:
+    uri, options = s3_location
+    cat = _catalog(uri, tables=3, options=options)
+    base = cat.version
+    txns = []
+    for w in range(3):
+        txn = olympia.load_catalog(uri, options).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2, base + 3]
+    assert sum(t.txn.published_by_holder for t in threads) == 2
+    assert _versions_of(olympia.load_catalog(uri, options), base + 1) == {t.id: 1 for t in txns}
+
+
+def _writer(uri: str, w: int, seconds: float, start: Any, out: Any) -> None:
+    cat = olympia.load_catalog(uri)
+    failures: Counter[str] = Counter()
+    commits = by_holder = 0
+    start.wait()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        txn = cat.begin()
+        try:
+            txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v{commits + 1}.json")
+            txn.commit()
+        except olympia.OlympiaError as exc:
+            failures[type(exc).__name__ + ":" + str(getattr(exc, "rule", ""))] += 1
+            continue
+        commits += 1
+        by_holder += txn.published_by_holder
+    cat.close()
+    out.put((w, commits, by_holder, dict(failures)))
+
+
+def test_writers_in_several_processes_share_turns_and_lose_nothing(tmp_path: Path) -> None:
+    procs, seconds = 4, 2.0
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=procs)
+    base = cat.version
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    workers = [
+        ctx.Process(target=_writer, args=(uri, w, seconds, start, out)) for w in range(procs)
+    ]
+    for p in workers:
+        p.start()
+    start.set()
+    results = sorted(out.get(timeout=300) for _ in workers)
+    for p in workers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert [r[3] for r in results] == [{}] * procs
+    counts = [r[1] for r in results]
+    assert min(counts) >= 1
+    # Some commits were published by another process: the group commit ran.
+    assert sum(r[2] for r in results) > 0
+    latest = olympia.load_catalog(uri)
+    assert latest.version == base + sum(counts)  # exactly one version per commit
+    view = latest.latest()
+    for w, commits, _, _ in results:
+        assert (
+            view.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v{commits}.json"
+        )
+    # Each version holds one update of one writer's table, and each
+    # transaction is in exactly one version.
+    updated: Counter[str] = Counter()
+    ids: Counter[str] = Counter()
+    for info in latest.history(since=base + 1):
+        writes = [a for a in info.actions if a.type == apb.TABLE_UPDATE]
+        assert len(writes) == 1
+        updated[writes[0].table.namespace] += 1
+        ids[info.transaction_id] += 1
+    assert updated == {f"w{w}": commits for w, commits, _, _ in results}
+    assert set(ids.values()) == {1}
+
+
+def test_a_dead_writer_request_is_removed_by_the_next_holder(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    folder = _folder(cat)
+    os.makedirs(folder, exist_ok=True)
+    old = Path(folder, "dead.req")
+    old.write_bytes(b"x")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    with cat.begin() as txn:
+        txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
+    # The holder looked (a request was there) and removed the stale one unanswered.
+    assert not old.exists()
+    assert not Path(folder, "dead.out").exists()
