@@ -104,6 +104,8 @@ class Member:
         self.pending = False
         #: The base of the last request written, if any.
         self.asked_base: int | None = None
+        #: From the last answer: the last version its holder published.
+        self.latest = -1
 
     def ask(self, request: Request) -> bool:
         """Leave ``request`` for the holder; whether it could be written."""
@@ -117,9 +119,10 @@ class Member:
         return True
 
     def answer(self) -> int | None:
-        """The version a holder published the request as, once answered; None
-        while unanswered or when refused (then :attr:`pending` turns False
-        and the owner publishes the transaction itself)."""
+        """The version a holder published the request as, once answered (and
+        :attr:`latest` set); None while unanswered or when refused (then
+        :attr:`pending` turns False and the owner publishes the transaction
+        itself)."""
         try:
             with open(self._outcome, "rb") as f:
                 text = f.read().decode("ascii", "replace")
@@ -128,9 +131,11 @@ class Member:
         with contextlib.suppress(OSError):
             os.unlink(self._outcome)
         self.pending = False
-        if text.startswith("committed "):
+        words = text.split()
+        if len(words) == 3 and words[0] == "committed":
             with contextlib.suppress(ValueError):
-                return int(text.split()[1])
+                self.latest = int(words[2])
+                return int(words[1])
         return None
 
     def withdraw(self) -> None:
@@ -149,6 +154,8 @@ class Holder:
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
+        #: Requests published in the current round.
+        self._answered = 0
 
     def waiting(self) -> bool:
         """Whether any request is there (one directory listing)."""
@@ -157,6 +164,25 @@ class Holder:
                 return any(e.name.endswith(_REQUEST) for e in entries)
         except OSError:
             return False
+
+    def wait_for_requests(self, seconds: float, poll: float = 0.0002) -> int:
+        """Wait at most ``seconds`` until as many requests are waiting as were
+        answered in the last round (at least one); how many are there."""
+        want = max(1, self._answered)
+        self._answered = 0
+        end = time.monotonic() + seconds
+        while True:
+            count = self._count()
+            if count >= want or time.monotonic() >= end:
+                return count
+            time.sleep(poll)
+
+    def _count(self) -> int:
+        try:
+            with os.scandir(self.folder) as entries:
+                return sum(1 for e in entries if e.name.endswith(_REQUEST))
+        except OSError:
+            return 0
 
     def claim(self, own_id: str) -> Iterator[tuple[str, Request | None]]:
         """Claim the requests there (at most :data:`MAX_GROUP`), oldest first:
@@ -200,8 +226,11 @@ class Holder:
             request = decode(data)
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
 
-    def publish(self, txn_id: str, version: int) -> None:
-        self._answer(txn_id, f"committed {version}")
+    def publish(self, txn_id: str, version: int, latest: int) -> None:
+        """Answer: published as ``version``; ``latest`` is the last version of
+        the chain (where its writer's next look for the latest can start)."""
+        self._answered += 1
+        self._answer(txn_id, f"committed {version} {latest}")
 
     def refuse(self, txn_id: str) -> None:
         self._answer(txn_id, _REFUSED)

@@ -110,6 +110,7 @@ class ChainLink:
     actions: PreparedActions
     begin_version: int
     isolation: str
+    serialized_before: tuple[int, ...] = ()
 
 
 @dataclass
@@ -119,6 +120,9 @@ class ChainOutcome:
 
     published: list[Root] = field(default_factory=list)
     unknown: bool = False
+    #: The storage error that ended the chain, if one did (with ``unknown``:
+    #: the put whose outcome is unknown; else nothing after it was put).
+    error: BaseException | None = None
 
 
 class PreparedActions:
@@ -582,6 +586,12 @@ class CatalogStore:
         self._note_seen(found)
         return found
 
+    def note_seen(self, version: int) -> None:
+        """Record that ``version`` was published (told by another writer of
+        this host, spec/transactions.md §3.2): the next look for the latest
+        version starts there; its existence is still asked of the storage."""
+        self._note_seen(version)
+
     def _note_seen(self, version: int) -> None:
         if version > self._seen:
             self._seen = version
@@ -1036,6 +1046,7 @@ class CatalogStore:
                 actions=link.actions.inline,
                 begin_version=link.begin_version,
                 isolation=link.isolation,
+                serialized_before=link.serialized_before,
                 action_file=action_file,
                 action_file_count=link.actions.count if action_file is not None else 0,
                 inline_nodes=tuple(inline),
@@ -1048,23 +1059,40 @@ class CatalogStore:
         staged: list[Staged] = []
         for future in stages:
             try:
-                staged.append(future.result())
-            except StorageError:
-                break  # the chain ends before the first root that could not be staged
-        if puts.wait():
+                st = future.result()
+            except StorageError as exc:
+                # The chain ends before the first root that could not be staged.
+                outcome.error = outcome.error or exc
+                continue
+            if outcome.error is None:
+                staged.append(st)
+            else:
+                st.discard()
+        failed = puts.wait()
+        if failed:
             for st in staged:
                 st.discard()
+            outcome.error = failed[0]
             return outcome
-        for (root, _data, written), st in zip(prepared, staged, strict=False):
+        for (root, data, written), st in zip(prepared, staged, strict=False):
             try:
                 self.storage.put_staged(root.path, st)
             except StorageFileExistsError as exc:
                 self._note_seen(root.version)
                 self._keep_winner(root.version, exc.existing)
                 break
-            except StorageError:
-                outcome.unknown = True
-                break
+            except StorageError as exc:
+                # The outcome is unknown: look before deciding (as commit does).
+                try:
+                    landed = self.storage.read(root.path)
+                except StorageError:
+                    outcome.unknown = True
+                    outcome.error = exc
+                    break
+                if landed != data:
+                    self._note_seen(root.version)
+                    self._keep_winner(root.version, landed)
+                    break
             for p, n in written:
                 self._nodes.put(p, n)
             self._roots.put(root.path, root)
@@ -1111,7 +1139,7 @@ class CatalogStore:
             CommitFailedError: it cannot be read; whether the published
                 version is visible is then unknown.
         """
-        error: StorageError | None = None
+        error: BaseException | None = None
         for _ in range(3):
             try:
                 return self.oldest_version()

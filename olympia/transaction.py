@@ -27,6 +27,7 @@ from olympia.conflicts import (
 from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
     CommitConflictError,
+    CommitFailedError,
     CorruptCatalogError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -46,7 +47,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader
 from olympia.state import OverlayState
-from olympia.store import CatalogStore, ChainLink, PreparedActions, Root
+from olympia.store import CatalogStore, ChainLink, ChainOutcome, PreparedActions, Root
 
 A = apb.ActionType
 #: Publish attempts of one commit (spec/transactions.md §3). Every lost race
@@ -70,6 +71,9 @@ _GROUP_WINDOW = 64
 #: Rounds of requests one holder publishes before it lets the lock go: the
 #: writers it answered often leave their next transaction meanwhile.
 _GROUP_ROUNDS = 4
+#: How long a holder waits between rounds for the writers it answered to
+#: leave their next requests (seconds).
+_GROUP_GATHER_SECONDS = 0.002
 
 #: Test hook for the history checker: when True, commits skip every conflict
 #: check after a lost race (a deliberately broken rebase). Never set it elsewhere.
@@ -972,7 +976,7 @@ class Transaction(CatalogReader):
                 return
             if member is not None and member.asked_base is not None:
                 # A holder may have published this transaction (§3.2).
-                for v in range(max(checked, member.asked_base) + 1, target.version + 1):
+                for v in range(checked + 1, target.version + 1):  # base <= checked
                     if store.load_root(v).info.transaction_id == self.id:
                         raise _PublishedByHolder(v)
             if _UNSAFE_SKIP_CONFLICT_CHECKS:
@@ -1011,6 +1015,7 @@ class Transaction(CatalogReader):
             if member is not None and member.pending:
                 published = member.answer()
                 if published is not None:
+                    store.note_seen(member.latest)
                     raise _PublishedByHolder(published)
                 if member.pending:
                     return
@@ -1053,6 +1058,7 @@ class Transaction(CatalogReader):
                         # A holder answers before it lets the lock go (§3.2).
                         published = member.answer() if member.pending else None
                         if published is not None:
+                            store.note_seen(member.latest)
                             self.published_by_holder = True
                             return published
                         member.withdraw()
@@ -1067,13 +1073,38 @@ class Transaction(CatalogReader):
                         target.node, state.changes(), target.order, store.load_node
                     )
                     # Waiting writers left transactions to publish after this one (§3.2).
-                    holder = group.Holder(folder) if folder is not None and lock.held else None
-                    leading = holder is not None and holder.waiting()
+                    holder = (
+                        group.Holder(folder)
+                        if folder is not None and lock.held and target.format_version >= 2
+                        else None
+                    )
                     if not store.storage.parallel_reads and store.storage.exists(
                         layout.root_path(target.version + 1)
                     ):
                         # Local storage: an existence check costs far less than
                         # encoding and writing node files for a version already taken.
+                        lost = target.version + 1
+                    elif holder is not None and holder.waiting():
+                        # This version first, then the requests, in one chain.
+                        mine = ChainLink(
+                            self.id,
+                            new_root,
+                            encoded,
+                            begin,
+                            self.isolation,
+                            tuple(serialized_before),
+                        )
+                        outcome, links = self._lead_round(holder, target, mine)
+                        if outcome.published:
+                            if len(outcome.published) == links:
+                                self._lead(holder, outcome.published[-1], _GROUP_ROUNDS - 1)
+                            return outcome.published[0].version
+                        if outcome.error is not None:
+                            state_word = "unknown" if outcome.unknown else "not published"
+                            raise CommitFailedError(
+                                f"publishing version {target.version + 1} failed "
+                                f"({state_word}): {outcome.error}"
+                            ) from outcome.error
                         lost = target.version + 1
                     else:
                         try:
@@ -1087,16 +1118,13 @@ class Transaction(CatalogReader):
                                 begin_version=begin,
                                 isolation=self.isolation,
                                 serialized_before=serialized_before,
-                                # A holder publishing a group keeps the lock (§3.2).
-                                after_put=None if leading else lock.release,
+                                after_put=lock.release,
                             )
                         except CommitConflictError as exc:
                             if exc.rule != "version-taken":
                                 raise
                             lost = target.version + 1
                         else:
-                            if leading and holder is not None:
-                                self._lead(holder, done)
                             return done.version
                 finally:
                     lock.release()
@@ -1127,29 +1155,45 @@ class Transaction(CatalogReader):
         (§3.2): not a distributed one, whose claims decide who publishes it."""
         return GROUP_COMMIT and self._dist is None and not _UNSAFE_SKIP_CONFLICT_CHECKS
 
-    def _lead(self, holder: group.Holder, last: Root) -> None:
+    def _lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
         """Holding the publish lock, after publishing ``last``: publish the
-        transactions other writers of this host left, one version each, and
-        answer every request claimed (spec/transactions.md §3.2). A request
-        left unanswered (the outcome of its put is unknown) is settled by its
-        owner, who finds its id in the versions or publishes it itself."""
-        for _ in range(_GROUP_ROUNDS):
-            published = self._lead_round(holder, last)
-            if published is None:
+        transactions other writers of this host left meanwhile, for at most
+        ``rounds`` more rounds (spec/transactions.md §3.2)."""
+        for _ in range(rounds):
+            # The writers just answered are beginning their next transactions:
+            # give them a moment to leave them rather than a turn of their own.
+            holder.wait_for_requests(_GROUP_GATHER_SECONDS)
+            outcome, links = self._lead_round(holder, last)
+            if not links or len(outcome.published) < links:
                 return
-            last = published
+            last = outcome.published[-1]
 
-    def _lead_round(self, holder: group.Holder, last: Root) -> Root | None:
-        """One round of :meth:`_lead`: the requests there now, published after
-        ``last``; the last version published, or None when there was nothing
-        to publish or the chain broke off."""
+    def _lead_round(
+        self, holder: group.Holder, last: Root, own: ChainLink | None = None
+    ) -> tuple[ChainOutcome, int]:
+        """One round of group commit (spec/transactions.md §3.2): ``own`` (this
+        transaction's version, if given) then the requests there now that may
+        follow it, published as one chain after ``last``; every request
+        claimed is answered, except one whose put has an unknown outcome.
+        Returns what was published and how many versions were tried.
+
+        Raises only for ``own``: storage errors from publishing the chain
+        when it comes first."""
         store = self._store
         links: list[ChainLink] = []
         #: The versions of the chain being built: version -> (id, footprint).
         chain: dict[int, tuple[str, Footprint]] = {}
         tip = last
+        if own is not None:
+            version = last.version + 1
+            links.append(own)
+            chain[version] = (
+                own.transaction_id,
+                self._actions.footprint(version, own.begin_version),
+            )
+            tip = Root(version, own.tree, last.info, last.definition, last.created_at_millis)
         for txn_id, request in holder.claim(self.id):
-            if request is None or tip.format_version < 2:
+            if request is None:
                 holder.refuse(txn_id)
                 continue
             log = ActionLog()
@@ -1176,19 +1220,26 @@ class Transaction(CatalogReader):
             )
             chain[version] = (txn_id, log.footprint(version, request.begin))
             tip = Root(version, new_tree, last.info, last.definition, last.created_at_millis)
+        outcome = ChainOutcome()
         if not links:
-            return None
+            return outcome, 0
         try:
             outcome = store.publish_chain(last, links)
-        except Exception:  # the outcome of every put is unknown: left to the owners
-            return None
+        except Exception:
+            if own is not None:
+                raise
+            return outcome, len(links)  # every outcome unknown: left to the owners
         done = len(outcome.published)
         for i, link in enumerate(links):
+            if link is own:
+                continue
             if i < done:
-                holder.publish(link.transaction_id, outcome.published[i].version)
+                holder.publish(
+                    link.transaction_id, outcome.published[i].version, outcome.published[-1].version
+                )
             elif i > done or not outcome.unknown:
                 holder.refuse(link.transaction_id)
-        return outcome.published[-1] if done == len(links) else None
+        return outcome, len(links)
 
     def _admit(
         self,
