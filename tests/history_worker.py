@@ -304,6 +304,7 @@ def run_transactions(
             OPERATIONS[kind](recorder, rec["info"])
             rec["version"] = txn.commit()
             rec["outcome"] = "committed"
+            rec["by_holder"] = txn.published_by_holder
         except CommitConflictError as exc:
             rec.update(outcome="aborted", rule=exc.rule, version=None)
             rec["info"]["conflict_version"] = exc.version
