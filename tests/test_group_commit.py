@@ -390,6 +390,10 @@ def test_writers_in_several_processes_share_turns_and_lose_nothing(tmp_path: Pat
         ids[info.transaction_id] += 1
     assert updated == {f"w{w}": commits for w, commits, _, _ in results}
     assert set(ids.values()) == {1}
+    # Every file is sound, and the chains left nothing behind.
+    check = latest.fsck()
+    assert (check.missing, check.damaged, check.orphans) == ((), (), ())
+    assert os.listdir(_folder(latest)) == []
 
 
 def test_a_dead_writer_request_is_removed_by_the_next_holder(tmp_path: Path) -> None:
