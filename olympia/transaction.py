@@ -1152,8 +1152,14 @@ class Transaction(CatalogReader):
 
     def _may_group(self) -> bool:
         """Whether another writer of this host may publish this transaction
-        (§3.2): not a distributed one, whose claims decide who publishes it."""
-        return GROUP_COMMIT and self._dist is None and not _UNSAFE_SKIP_CONFLICT_CHECKS
+        (§3.2): not a distributed one, whose claims decide who publishes it,
+        nor one of a format-1 catalog."""
+        return (
+            GROUP_COMMIT
+            and self._dist is None
+            and self._root.format_version >= 2  # a format-1 holder publishes none
+            and not _UNSAFE_SKIP_CONFLICT_CHECKS
+        )
 
     def _lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
         """Holding the publish lock, after publishing ``last``: publish the

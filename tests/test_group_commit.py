@@ -301,7 +301,7 @@ def test_distributed_transactions_leave_no_request(tmp_path: Path) -> None:
     assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
 
 
-def test_a_format_1_holder_refuses_requests_and_both_commit(tmp_path: Path) -> None:
+def test_writers_of_a_format_1_catalog_leave_no_request_and_both_commit(tmp_path: Path) -> None:
     uri = str(tmp_path / "cat")
     cat = _catalog(uri, format_version=1)
     base = cat.version
@@ -310,7 +310,17 @@ def test_a_format_1_holder_refuses_requests_and_both_commit(tmp_path: Path) -> N
         txn = olympia.load_catalog(uri).begin()
         txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
         txns.append(txn)
-    threads = _commit_while_held(cat, txns)
+    lock = _hold(cat)
+    threads = [_Committer(t) for t in txns]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # long enough for requests to appear, if any were left
+        assert _requests(_folder(cat)) == set()
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(timeout=120)
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert not any(t.txn.published_by_holder for t in threads)
 
