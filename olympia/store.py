@@ -948,41 +948,15 @@ class CatalogStore:
             ) from failed[0]
         actions.written = action_file
         path = layout.root_path(version)
-        try:
-            # consumes what was staged
-            self.storage.put_staged(path, staged, placed=after_put)
-        except StorageFileExistsError as exc:
+        if not self._put_root(version, staged, root_bytes, after_put):
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
             # published identical files under the same names.
-            self._note_seen(version)
-            self._keep_winner(version, exc.existing)
             raise CommitConflictError(
                 f"version {version} was committed by another writer first",
                 version=version,
                 rule="version-taken",
-            ) from None
-        except StorageError as exc:
-            # The outcome is unknown: look before deciding.
-            try:
-                landed = self.storage.read(path)
-            except StorageError:
-                raise CommitFailedError(f"publishing version {version} failed: {exc}") from exc
-            if layout.is_expired_root(landed):
-                # Published by someone (maybe us) and expired since: whether
-                # this commit is the one that landed cannot be told.
-                raise CommitFailedError(
-                    f"publishing version {version} failed ({exc}) and the version has since "
-                    f"been expired; reload the catalog to see whether this commit landed"
-                ) from exc
-            if landed != root_bytes:
-                self._note_seen(version)
-                self._keep_winner(version, landed)
-                raise CommitConflictError(
-                    f"version {version} was committed by another writer first",
-                    version=version,
-                    rule="version-taken",
-                ) from None
+            )
         # Format version 2: expiration replaces expired roots with markers, so
         # the put above cannot have re-created an expired version and nothing
         # needs checking (spec/format.md §2.3). Version 1: expiration deleted
@@ -1076,23 +1050,12 @@ class CatalogStore:
             return outcome
         for (root, data, written), st in zip(prepared, staged, strict=False):
             try:
-                self.storage.put_staged(root.path, st)
-            except StorageFileExistsError as exc:
-                self._note_seen(root.version)
-                self._keep_winner(root.version, exc.existing)
+                if not self._put_root(root.version, st, data):
+                    break
+            except CommitFailedError as exc:
+                outcome.unknown = True
+                outcome.error = exc
                 break
-            except StorageError as exc:
-                # The outcome is unknown: look before deciding (as commit does).
-                try:
-                    landed = self.storage.read(root.path)
-                except StorageError:
-                    outcome.unknown = True
-                    outcome.error = exc
-                    break
-                if landed != data:
-                    self._note_seen(root.version)
-                    self._keep_winner(root.version, landed)
-                    break
             for p, n in written:
                 self._nodes.put(p, n)
             self._roots.put(root.path, root)
@@ -1107,6 +1070,45 @@ class CatalogStore:
                 self._write_hint, outcome.published[-1].version
             )
         return outcome
+
+    def _put_root(
+        self,
+        version: int,
+        staged: Staged,
+        data: bytes,
+        placed: Callable[[], None] | None = None,
+    ) -> bool:
+        """Put the staged root ``data`` of ``version`` (put-if-absent); True
+        when it is ours that is there, False when another writer's is (then
+        cached, for the loser to rebase on).
+
+        Raises:
+            CommitFailedError: the outcome is unknown.
+        """
+        path = layout.root_path(version)
+        try:
+            self.storage.put_staged(path, staged, placed=placed)  # consumes it
+            return True
+        except StorageFileExistsError as exc:
+            landed = exc.existing
+        except StorageError as exc:
+            # The outcome is unknown: look before deciding.
+            try:
+                landed = self.storage.read(path)
+            except StorageError:
+                raise CommitFailedError(f"publishing version {version} failed: {exc}") from exc
+            if layout.is_expired_root(landed):
+                # Published by someone (maybe us) and expired since: whether
+                # this commit is the one that landed cannot be told.
+                raise CommitFailedError(
+                    f"publishing version {version} failed ({exc}) and the version has since "
+                    f"been expired; reload the catalog to see whether this commit landed"
+                ) from exc
+            if landed == data:
+                return True
+        self._note_seen(version)
+        self._keep_winner(version, landed)
+        return False
 
     def wait_for_background_writes(self) -> None:
         """Wait until the ``vn/latest`` hint this store last wrote in the

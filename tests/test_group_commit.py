@@ -419,3 +419,48 @@ def test_a_dead_writer_request_is_removed_by_the_next_holder(tmp_path: Path) -> 
     # The holder looked (a request was there) and removed the stale one unanswered.
     assert not old.exists()
     assert not Path(folder, "dead.out").exists()
+
+
+def test_a_chain_put_with_an_unknown_outcome_is_left_to_its_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The put of a request's root fails and reading it back fails too: the
+    holder leaves the request unanswered, and its writer, once it holds the
+    lock, finds its id in no version and publishes it itself, once."""
+    from olympia import layout
+    from olympia.errors import StorageError
+    from olympia.storage.local import LocalStorage
+
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    doomed = layout.root_path(base + 2)
+    failures: list[str] = []
+    put_staged, read = LocalStorage.put_staged, LocalStorage.read
+
+    def failing_put(self: LocalStorage, path: str, staged: Any, placed: Any = None) -> None:
+        if path == doomed and not failures:
+            failures.append(path)
+            staged.discard()
+            raise StorageError(f"injected: the put of {path} timed out")
+        put_staged(self, path, staged, placed)
+
+    def failing_read(self: LocalStorage, path: str) -> bytes:
+        if path == doomed and len(failures) == 1:
+            failures.append("read back")
+            raise StorageError(f"injected: cannot read {path}")
+        return read(self, path)
+
+    monkeypatch.setattr(LocalStorage, "put_staged", failing_put)
+    monkeypatch.setattr(LocalStorage, "read", failing_read)
+    txns = []
+    for w in range(2):
+        txn = olympia.load_catalog(uri).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert failures == [doomed, "read back"]
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
+    assert not any(t.txn.published_by_holder for t in threads)
+    assert _versions_of(cat, base + 1) == {txns[0].id: 1, txns[1].id: 1}
+    assert not _requests(_folder(cat))

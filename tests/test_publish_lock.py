@@ -18,7 +18,6 @@ import pytest
 import olympia
 from olympia import transaction as txn_module
 from olympia.conflicts import Footprint
-from olympia.proto import actions_pb2 as apb
 from olympia.storage.hostlock import FileHostLock, HostLock
 from olympia.storage.local import PUBLISH_LOCK, LocalStorage
 
@@ -252,60 +251,9 @@ def test_a_commit_that_waited_for_the_lock_builds_on_the_latest_version_at_once(
     assert view.describe_table("w1", "t").metadata_location == "s3://data/w1/v5.json"
 
 
-def _writer(uri: str, w: int, seconds: float, start: Any, out: Any) -> None:
-    cat = olympia.load_catalog(uri)
-    failures: Counter[str] = Counter()
-    commits = 0
-    start.wait()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            with cat.begin() as txn:
-                txn.update_table(
-                    f"w{w}", "t", metadata_location=f"s3://data/w{w}/v{commits + 1}.json"
-                )
-        except olympia.OlympiaError as exc:
-            failures[type(exc).__name__ + ":" + str(getattr(exc, "rule", ""))] += 1
-            continue
-        commits += 1
-    cat.close()
-    out.put((w, commits, dict(failures)))
-
-
-def test_disjoint_writers_in_several_processes_all_commit_and_lose_nothing(
-    tmp_path: Path,
-) -> None:
-    procs, seconds = 4, 1.5
-    uri, cat = _catalog(tmp_path, tables=procs)
-    base = cat.version
-    ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    workers = [
-        ctx.Process(target=_writer, args=(uri, w, seconds, start, out)) for w in range(procs)
-    ]
-    for p in workers:
-        p.start()
-    start.set()
-    results = sorted(out.get(timeout=300) for _ in workers)
-    for p in workers:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert [failures for _, _, failures in results] == [{}] * procs
-    counts = [commits for _, commits, _ in results]
-    assert min(counts) >= 1
-    latest = olympia.load_catalog(uri)
-    assert latest.version == base + sum(counts)  # exactly one version per commit
-    view = latest.latest()
-    for w, commits, _ in results:
-        got = view.describe_table(f"w{w}", "t").metadata_location
-        assert got == f"s3://data/w{w}/v{commits}.json"
-    # Each version holds one update of one writer's table: none lost or doubled.
-    updated: Counter[str] = Counter()
-    for info in latest.history(since=base + 1):
-        writes = [a for a in info.actions if a.type == apb.TABLE_UPDATE]
-        assert len(writes) == 1
-        updated[writes[0].table.namespace] += 1
-    assert updated == {f"w{w}": commits for w, commits, _ in results}
+# Writers in several processes, all committing and losing nothing, are tested
+# with group commit in tests/test_group_commit.py
+# (test_writers_in_several_processes_share_turns_and_lose_nothing).
 
 
 def test_s3_writers_of_one_host_share_a_lock_per_catalog(s3_location: Any) -> None:
