@@ -42,6 +42,19 @@ def _catalog(
     return cat
 
 
+def _updaters(
+    uri: str, count: int, options: dict[str, Any] | None = None
+) -> list[olympia.Transaction]:
+    """``count`` open transactions, each of its own catalog handle, the i-th
+    updating table ``w<i>.t``."""
+    txns = []
+    for w in range(count):
+        txn = olympia.load_catalog(uri, options).begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    return txns
+
+
 def _hold(cat: olympia.Catalog) -> HostLock:
     lock = cat.store.storage.publish_lock()
     assert lock.held
@@ -116,11 +129,7 @@ def _versions_of(cat: olympia.Catalog, since: int) -> Counter[str]:
 def test_waiting_writers_are_published_by_the_holder_one_version_each(tmp_path: Path) -> None:
     cat = _catalog(str(tmp_path / "cat"), tables=3)
     base = cat.version
-    txns = []
-    for w in range(3):
-        txn = olympia.load_catalog(str(tmp_path / "cat")).begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _updaters(str(tmp_path / "cat"), 3)
     threads = _commit_while_held(cat, txns)
     versions = sorted(t.outcome for t in threads)
     assert versions == [base + 1, base + 2, base + 3]
@@ -236,11 +245,7 @@ def test_a_request_published_but_not_answered_is_found_by_its_writer(
     cat = _catalog(uri)
     base = cat.version
     monkeypatch.setattr(group.Holder, "publish", lambda self, txn_id, version, latest: None)
-    txns = []
-    for w in range(2):
-        txn = olympia.load_catalog(uri).begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _updaters(uri, 2)
     threads = _commit_while_held(cat, txns)
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert sum(t.txn.published_by_holder for t in threads) == 1
@@ -305,11 +310,7 @@ def test_writers_of_a_format_1_catalog_leave_no_request_and_both_commit(tmp_path
     uri = str(tmp_path / "cat")
     cat = _catalog(uri, format_version=1)
     base = cat.version
-    txns = []
-    for w in range(2):
-        txn = olympia.load_catalog(uri).begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _updaters(uri, 2)
     lock = _hold(cat)
     threads = [_Committer(t) for t in txns]
     try:
@@ -329,11 +330,7 @@ def test_s3_writers_of_one_host_are_published_by_the_holder(s3_location: Any) ->
     uri, options = s3_location
     cat = _catalog(uri, tables=3, options=options)
     base = cat.version
-    txns = []
-    for w in range(3):
-        txn = olympia.load_catalog(uri, options).begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _updaters(uri, 3, options)
     threads = _commit_while_held(cat, txns)
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2, base + 3]
     assert sum(t.txn.published_by_holder for t in threads) == 2
@@ -453,11 +450,7 @@ def test_a_chain_put_with_an_unknown_outcome_is_left_to_its_writer(
 
     monkeypatch.setattr(LocalStorage, "put_staged", failing_put)
     monkeypatch.setattr(LocalStorage, "read", failing_read)
-    txns = []
-    for w in range(2):
-        txn = olympia.load_catalog(uri).begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _updaters(uri, 2)
     threads = _commit_while_held(cat, txns)
     assert failures == [doomed, "read back"]
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
