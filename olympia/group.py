@@ -159,11 +159,7 @@ class Holder:
 
     def waiting(self) -> bool:
         """Whether any request is there (one directory listing)."""
-        try:
-            with os.scandir(self.folder) as entries:
-                return any(e.name.endswith(_REQUEST) for e in entries)
-        except OSError:
-            return False
+        return self._count() > 0
 
     def wait_for_requests(self, seconds: float, poll: float = 0.0002) -> int:
         """Wait at most ``seconds`` until as many requests are waiting as were

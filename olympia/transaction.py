@@ -1013,10 +1013,7 @@ class Transaction(CatalogReader):
             (§3.1), and leave a request for the holder."""
             nonlocal target
             if member is not None and member.pending:
-                published = member.answer()
-                if published is not None:
-                    store.note_seen(member.latest)
-                    raise _PublishedByHolder(published)
+                settle_answer()
                 if member.pending:
                     return
             # A request goes first, on the base checked so far: the holder
@@ -1029,6 +1026,15 @@ class Transaction(CatalogReader):
                     check_claim()
                     rebase()
                     ask()
+
+        def settle_answer() -> None:
+            """Read the holder's answer to this transaction's request, if one
+            came; raise :class:`_PublishedByHolder` when it was published."""
+            assert member is not None
+            published = member.answer()
+            if published is not None:
+                store.note_seen(member.latest)
+                raise _PublishedByHolder(published)
 
         def ask() -> bool:
             """Leave a group-commit request on the base checked so far, unless
@@ -1056,11 +1062,8 @@ class Transaction(CatalogReader):
                 try:
                     if member is not None:
                         # A holder answers before it lets the lock go (§3.2).
-                        published = member.answer() if member.pending else None
-                        if published is not None:
-                            store.note_seen(member.latest)
-                            self.published_by_holder = True
-                            return published
+                        if member.pending:
+                            settle_answer()
                         member.withdraw()
                     if lock.held and lock.waited:
                         target = self._latest_under_lock(target)
@@ -1094,7 +1097,7 @@ class Transaction(CatalogReader):
                             self.isolation,
                             tuple(serialized_before),
                         )
-                        outcome, links = self._lead_round(holder, target, mine)
+                        outcome, links = self._lead_round(holder, target, (mine, pending()))
                         if outcome.published:
                             if len(outcome.published) == links:
                                 self._lead(holder, outcome.published[-1], _GROUP_ROUNDS - 1)
@@ -1175,28 +1178,30 @@ class Transaction(CatalogReader):
             last = outcome.published[-1]
 
     def _lead_round(
-        self, holder: group.Holder, last: Root, own: ChainLink | None = None
+        self,
+        holder: group.Holder,
+        last: Root,
+        first: tuple[ChainLink, Footprint] | None = None,
     ) -> tuple[ChainOutcome, int]:
-        """One round of group commit (spec/transactions.md §3.2): ``own`` (this
-        transaction's version, if given) then the requests there now that may
-        follow it, published as one chain after ``last``; every request
-        claimed is answered, except one whose put has an unknown outcome.
+        """One round of group commit (spec/transactions.md §3.2): ``first``
+        (this transaction's version and its footprint, if given) then the
+        requests there now that may follow it, published as one chain after
+        ``last``; every request claimed is answered, except one whose put has
+        an unknown outcome.
         Returns what was published and how many versions were tried.
 
-        Raises only for ``own``: storage errors from publishing the chain
-        when it comes first."""
+        Raises only with ``first``: storage errors from publishing the chain."""
         store = self._store
         links: list[ChainLink] = []
         #: The versions of the chain being built: version -> (id, footprint).
         chain: dict[int, tuple[str, Footprint]] = {}
         tip = last
-        if own is not None:
+        own: ChainLink | None = None
+        if first is not None:
+            own, footprint = first
             version = last.version + 1
             links.append(own)
-            chain[version] = (
-                own.transaction_id,
-                self._actions.footprint(version, own.begin_version),
-            )
+            chain[version] = (own.transaction_id, footprint)
             tip = Root(version, own.tree, last.info, last.definition, last.created_at_millis)
         for txn_id, request in holder.claim(self.id):
             if request is None:
