@@ -278,6 +278,15 @@ def _version_json(info: VersionInfo) -> dict[str, Any]:
             }
             for a in info.actions
         ],
+        "transactions": [
+            {
+                "transaction_id": t.transaction_id,
+                "isolation": t.isolation,
+                "begin_version": t.begin_version,
+                "n_actions": len(t.actions),
+            }
+            for t in info.transactions
+        ],
     }
 
 
@@ -294,6 +303,8 @@ def _graph_lines(infos: Sequence[VersionInfo]) -> list[str]:
             note.append(f"began at {info.begin_version}, rebased over {over} version(s)")
         if info.serialized_before:
             note.append("serialized before " + ", ".join(map(str, info.serialized_before)))
+        if len(info.transactions) > 1:
+            note.append(f"{len(info.transactions)} transactions (group commit)")
         head = f"* {info.version:>6}  {_iso(info.created_at)}  {info.isolation or '-':<12}"
         lines.append(f"{head} {_action_summary(info.actions)}")
         if note:
@@ -321,7 +332,8 @@ def cmd_log(args: argparse.Namespace, out: Out) -> int:
         [
             i.version,
             _iso(i.created_at),
-            (i.transaction_id or "-")[:12],
+            (i.transaction_id or "-")[:12]
+            + (f" +{len(i.transactions) - 1}" if len(i.transactions) > 1 else ""),
             i.isolation or "-",
             "-" if i.begin_version is None else i.begin_version,
             _action_summary(i.actions),

@@ -71,6 +71,7 @@ K_BEGIN_VERSION = "$begin_version"
 K_ISOLATION = "$isolation"
 K_SERIALIZED_BEFORE = "$serialized_before"
 K_ACTIONS = "$actions"
+K_GROUP = "$group"
 #: Prefix of the system keys of inline nodes: ``$node.0``, ``$node.1``, ...
 K_NODE_PREFIX = "$node."
 _INT_KEYS = {K_CREATED_AT, K_HEIGHT, K_N_KEYS, K_VERSION, K_N_ACTIONS, K_BEGIN_VERSION}
@@ -82,6 +83,7 @@ _TEXT_KEYS = {
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
     K_ACTIONS,
+    K_GROUP,
 }
 _ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
 #: System keys only a root may carry: a node file is a root exactly when it
@@ -93,9 +95,30 @@ _ROOT_ONLY_KEYS = _ROOT_KEYS | {
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
     K_ACTIONS,
+    K_GROUP,
 }
 #: Upper bounds of integer system values; the default is MAX_VERSION.
 _INT_MAX = {K_CREATED_AT: 253_402_300_799_999}  # 9999-12-31T23:59:59.999Z
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """One transaction of a version that holds several (``$group``,
+    spec/format.md §3.2): its id, begin version, isolation and how many of
+    the version's action records, taken in order, are its own."""
+
+    transaction_id: str
+    begin_version: int
+    isolation: str
+    n_actions: int
+
+    def encode(self) -> str:
+        return f"{self.transaction_id}:{self.begin_version}:{self.isolation}:{self.n_actions}"
+
+
+_GROUP_ENTRY = re.compile(
+    r"([A-Za-z0-9_-]{1,64}):([0-9]{1,20}):(snapshot|serializable):([0-9]{1,20})"
+)
 
 
 @dataclass(frozen=True)
@@ -125,11 +148,22 @@ class RootInfo:
     #: root (system rows ``$node.<i>``), which children name as
     #: ``vn/<root file name>/<i>`` (spec/format.md §3.6).
     inline_nodes: tuple[bytes, ...] = ()
+    #: Format version 2: the transactions of a version that holds more than
+    #: one (group commit), in serial order; empty for a version of one
+    #: transaction (spec/format.md §3.2, ``$group``).
+    group: tuple[GroupEntry, ...] = ()
 
     @property
     def n_actions(self) -> int:
-        """How many actions the committing transaction recorded."""
+        """How many actions the committing transaction(s) recorded."""
         return self.action_file_count if self.action_file is not None else len(self.actions)
+
+    @property
+    def transaction_ids(self) -> tuple[str, ...]:
+        """The ids of every transaction this version holds, in serial order."""
+        if self.group:
+            return tuple(e.transaction_id for e in self.group)
+        return (self.transaction_id,)
 
 
 @dataclass(frozen=True)
@@ -222,6 +256,10 @@ def encode_node(
             system(K_ISOLATION, root.isolation.encode())
         if root.serialized_before:
             system(K_SERIALIZED_BEFORE, ",".join(map(str, root.serialized_before)).encode())
+        if root.group:
+            if format_version < 2:
+                raise ValueError("a version of several transactions needs format version 2")
+            system(K_GROUP, ",".join(e.encode() for e in root.group).encode())
         if root.inline_nodes and format_version < 2:
             raise ValueError("inline nodes need format version 2")
         for i, blob in enumerate(root.inline_nodes):
@@ -302,6 +340,32 @@ def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int
     if not all(_is_decimal(p) and int(p) <= MAX_VERSION for p in parts):
         raise bad("$serialized_before is not a list of versions")
     return tuple(int(p) for p in parts)
+
+
+def _group(
+    text: str, root: RootInfo, bad: Callable[[str], CorruptCatalogError]
+) -> tuple[GroupEntry, ...]:
+    """The entries of ``$group``, checked against the rest of the root."""
+    entries: list[GroupEntry] = []
+    for part in text.split(","):
+        m = _GROUP_ENTRY.fullmatch(part)
+        if m is None:
+            raise bad(f"{K_GROUP} entry {part[:80]!r} is not <id>:<begin>:<isolation>:<count>")
+        entries.append(GroupEntry(m[1], int(m[2]), m[3], int(m[4])))
+    if len(entries) < 2:
+        raise bad(f"{K_GROUP} names fewer than two transactions")
+    if len({e.transaction_id for e in entries}) != len(entries):
+        raise bad(f"{K_GROUP} names a transaction twice")
+    first = entries[0]
+    if (first.transaction_id, first.isolation) != (root.transaction_id, root.isolation):
+        raise bad(f"{K_GROUP} does not start with the root's transaction and isolation")
+    if any(e.begin_version >= root.version for e in entries):
+        raise bad(f"{K_GROUP} names a begin version not below the root's version")
+    if root.begin_version != min(e.begin_version for e in entries):
+        raise bad(f"$begin_version is not the smallest begin version of {K_GROUP}")
+    if sum(e.n_actions for e in entries) != root.n_actions:
+        raise bad(f"the action counts of {K_GROUP} do not add up to $n_actions")
+    return tuple(entries)
 
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
@@ -548,6 +612,10 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             action_file=action_file,
             action_file_count=n_actions if action_file is not None else 0,
         )
+        if K_GROUP in texts:
+            if version < 2:
+                raise bad(f"{K_GROUP} in a format version {version} file")
+            root = dataclasses.replace(root, group=_group(texts[K_GROUP], root, bad))
     known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF}
     extra = {k: v for k, v in system.items() if k not in known}
     inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}

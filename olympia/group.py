@@ -3,16 +3,14 @@
 While one writer holds the host's publish lock (:mod:`olympia.storage.hostlock`),
 the others that want to publish leave a *request* in a folder beside the lock
 file: the transaction's id, begin version, isolation, the version it has been
-checked and rebased up to, and its actions. The holder, after publishing its
-own version, publishes each request it may as the next version, one root per
-transaction exactly as the owner would have, and leaves an *outcome* file
-saying which version holds it or that the owner must publish it itself.
+checked and rebased up to, and its actions. The holder publishes the requests
+it may admit in the same version as its own transaction (a root of several
+transactions, ``$group``), and leaves an *outcome* file saying which version
+holds each one or that its owner must publish it itself.
 
-Nothing here is part of the catalog format: requests and outcomes are files
-of one host, private to its writers, and a catalog read by anyone else looks
-exactly as if every transaction had published its own version. This module
-only encodes, claims and answers requests; deciding what may be published is
-the transaction layer's (olympia.transaction).
+Requests and outcomes are files of one host, private to its writers, and not
+part of the catalog. This module only encodes, claims and answers requests;
+deciding what may be published is the transaction layer's (olympia.transaction).
 """
 
 from __future__ import annotations
@@ -38,6 +36,9 @@ MAX_GROUP = 16
 #: and are removed by the next holder.
 STALE_SECONDS = 60.0
 _REFUSED = "refused"
+#: The request format: a writer of an earlier build, which wrote none, would
+#: look for its own id only in ``$transaction_id``, so its requests are refused.
+REQUEST_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Request:
 
 def encode(request: Request) -> bytes:
     header = {
+        "v": REQUEST_FORMAT,
         "id": request.txn_id,
         "begin": request.begin,
         "base": request.base,
@@ -71,6 +73,8 @@ def decode(data: bytes) -> Request | None:
         return None
     try:
         header = json.loads(head)
+        if header.get("v") != REQUEST_FORMAT:
+            return None
         state = apb.TransactionState.FromString(body)
         return Request(
             txn_id=str(header["id"]),
@@ -79,7 +83,7 @@ def decode(data: bytes) -> Request | None:
             isolation=str(header["isolation"]),
             actions=tuple(state.actions),
         )
-    except (ValueError, KeyError, TypeError, DecodeError):
+    except (ValueError, KeyError, TypeError, AttributeError, DecodeError):
         return None
 
 

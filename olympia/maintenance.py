@@ -48,8 +48,24 @@ PIN_TTL_MILLIS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True)
+class TransactionRecord:
+    """One transaction a version holds (see :attr:`VersionInfo.transactions`)."""
+
+    transaction_id: str
+    isolation: str
+    begin_version: int | None
+    actions: tuple[apb.Action, ...]
+
+
+@dataclass(frozen=True)
 class VersionInfo:
-    """One entry of :meth:`Catalog.history`."""
+    """One entry of :meth:`Catalog.history`.
+
+    A version usually holds one transaction; one published by group commit
+    holds several (spec/transactions.md §3.2), listed in serial order in
+    ``transactions``. The other fields describe the version as a whole: the
+    first transaction's id and isolation, the smallest begin version, and
+    every action of its transactions in order."""
 
     version: int
     created_at: datetime
@@ -59,6 +75,7 @@ class VersionInfo:
     serialized_before: tuple[int, ...]
     rollback_from: int | None
     actions: tuple[apb.Action, ...]
+    transactions: tuple[TransactionRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,20 @@ def version_info(store: CatalogStore, root: Root) -> VersionInfo:
         actions.append(
             parse(apb.Action, data, f"action on {key.rstrip()!r} in version {root.version}")
         )
+    info = root.info
+    if info.group:
+        records, start = [], 0
+        for e in info.group:
+            own = tuple(actions[start : start + e.n_actions])
+            records.append(TransactionRecord(e.transaction_id, e.isolation, e.begin_version, own))
+            start += e.n_actions
+        transactions = tuple(records)
+    else:
+        transactions = (
+            TransactionRecord(
+                info.transaction_id, info.isolation, info.begin_version, tuple(actions)
+            ),
+        )
     return VersionInfo(
         version=root.version,
         created_at=datetime.fromtimestamp(root.created_at_millis / 1000, tz=timezone.utc),
@@ -98,6 +129,7 @@ def version_info(store: CatalogStore, root: Root) -> VersionInfo:
         serialized_before=root.info.serialized_before,
         rollback_from=_version_of_root_path(root.info.rollback_from_root),
         actions=tuple(actions),
+        transactions=transactions,
     )
 
 

@@ -32,6 +32,7 @@ from olympia.codec import (
     INLINE_ACTION_BYTES_MAX,
     INLINE_ACTIONS_MAX,
     SUPPORTED_FORMAT_VERSIONS,
+    GroupEntry,
     NodeFile,
     RootInfo,
     decode_actions,
@@ -102,8 +103,9 @@ _ACTION_FILE_RENAME_MILLIS = 60_000
 
 @dataclass
 class ChainLink:
-    """One transaction of :meth:`CatalogStore.publish_chain`: its new tree
-    (children may be nodes not yet written) and what its root records."""
+    """One version of :meth:`CatalogStore.publish_chain`: its new tree
+    (children may be nodes not yet written) and what its root records about
+    the transaction, or the transactions, it holds."""
 
     transaction_id: str
     tree: Node
@@ -111,6 +113,16 @@ class ChainLink:
     begin_version: int
     isolation: str
     serialized_before: tuple[int, ...] = ()
+    #: Several transactions in one version (``$group``, spec/format.md
+    #: §3.2): their entries, the first naming ``transaction_id``; then
+    #: ``begin_version`` is the smallest of their begin versions.
+    group: tuple[GroupEntry, ...] = ()
+
+    @property
+    def transaction_ids(self) -> tuple[str, ...]:
+        if self.group:
+            return tuple(e.transaction_id for e in self.group)
+        return (self.transaction_id,)
 
 
 @dataclass
@@ -1021,6 +1033,7 @@ class CatalogStore:
                 begin_version=link.begin_version,
                 isolation=link.isolation,
                 serialized_before=link.serialized_before,
+                group=link.group,
                 action_file=action_file,
                 action_file_count=link.actions.count if action_file is not None else 0,
                 inline_nodes=tuple(inline),

@@ -6,11 +6,12 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, cast
 
 from olympia import group, layout, tree, validate
+from olympia.codec import GroupEntry
 from olympia.conflicts import (
     CONTENT_WRITES,
     MEMBER_READS,
@@ -41,6 +42,7 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 from olympia.keys import KeyCodec
+from olympia.node import Node
 from olympia.objects import parse
 from olympia.ops import Check, PreconditionFailed, apply_write
 from olympia.proto import actions_pb2 as apb
@@ -977,7 +979,7 @@ class Transaction(CatalogReader):
             if member is not None and member.asked_base is not None:
                 # A holder may have published this transaction (§3.2).
                 for v in range(checked + 1, target.version + 1):  # base <= checked
-                    if store.load_root(v).info.transaction_id == self.id:
+                    if self.id in store.load_root(v).info.transaction_ids:
                         raise _PublishedByHolder(v)
             if _UNSAFE_SKIP_CONFLICT_CHECKS:
                 state = self._replay(target)
@@ -1184,25 +1186,37 @@ class Transaction(CatalogReader):
         first: tuple[ChainLink, Footprint] | None = None,
     ) -> tuple[ChainOutcome, int]:
         """One round of group commit (spec/transactions.md §3.2): ``first``
-        (this transaction's version and its footprint, if given) then the
-        requests there now that may follow it, published as one chain after
-        ``last``; every request claimed is answered, except one whose put has
-        an unknown outcome.
+        (this transaction's version and its footprint, if given) and the
+        requests there now that may follow it, published together as one
+        version after ``last`` (two when ``first``'s actions fill an action
+        file of their own); every request claimed is answered, except one
+        whose put has an unknown outcome.
         Returns what was published and how many versions were tried.
 
-        Raises only with ``first``: storage errors from publishing the chain."""
+        Raises only with ``first``: storage errors from publishing."""
         store = self._store
+        definition = last.definition
         links: list[ChainLink] = []
-        #: The versions of the chain being built: version -> (id, footprint).
-        chain: dict[int, tuple[str, Footprint]] = {}
+        #: The transactions of the version being built, in serial order:
+        #: (entry, footprint, the encoded actions).
+        members: list[tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]] = []
         tip = last
         own: ChainLink | None = None
+        #: The transactions published above ``last`` in this round, with
+        #: their footprints, for the admission of the requests.
+        pending: list[tuple[str, Footprint]] = []
         if first is not None:
             own, footprint = first
-            version = last.version + 1
-            links.append(own)
-            chain[version] = (own.transaction_id, footprint)
-            tip = Root(version, own.tree, last.info, last.definition, last.created_at_millis)
+            pending.append((own.transaction_id, footprint))
+            tip = Root(last.version + 1, own.tree, last.info, definition, last.created_at_millis)
+            if own.actions.data is None:  # few actions: the others join its version
+                entry = GroupEntry(
+                    own.transaction_id, own.begin_version, own.isolation, own.actions.count
+                )
+                members.append((entry, footprint, self._actions.encoded))
+            else:  # a large transaction's actions stay in their own action file
+                links.append(own)
+        version = last.version + 1 + len(links)
         for txn_id, request in holder.claim(self.id):
             if request is None:
                 holder.refuse(txn_id)
@@ -1211,7 +1225,7 @@ class Transaction(CatalogReader):
             for action in request.actions:
                 log.append(action)
             try:
-                state = self._admit(request, log, tip, chain)
+                state = self._admit(request, log, tip, last, pending, [m[1] for m in members])
                 if state is None:
                     holder.refuse(txn_id)
                     continue
@@ -1219,18 +1233,18 @@ class Transaction(CatalogReader):
             except Exception:  # a node that cannot be read, say: its owner publishes it
                 holder.refuse(txn_id)
                 continue
-            version = tip.version + 1
-            links.append(
-                ChainLink(
-                    txn_id,
-                    new_tree,
-                    PreparedActions(log.encoded, len(log), txn_id, last.definition),
-                    request.begin,
-                    request.isolation,
+            footprint = log.footprint(version, request.begin)
+            members.append(
+                (
+                    GroupEntry(txn_id, request.begin, request.isolation, len(log)),
+                    footprint,
+                    log.encoded,
                 )
             )
-            chain[version] = (txn_id, log.footprint(version, request.begin))
-            tip = Root(version, new_tree, last.info, last.definition, last.created_at_millis)
+            pending.append((txn_id, footprint))
+            tip = Root(version, new_tree, last.info, definition, last.created_at_millis)
+        if members:
+            links.append(self._group_link(members, tip.node, definition, own))
         outcome = ChainOutcome()
         if not links:
             return outcome, 0
@@ -1242,48 +1256,89 @@ class Transaction(CatalogReader):
             return outcome, len(links)  # every outcome unknown: left to the owners
         done = len(outcome.published)
         for i, link in enumerate(links):
-            if link is own:
-                continue
-            if i < done:
-                holder.publish(
-                    link.transaction_id, outcome.published[i].version, outcome.published[-1].version
-                )
-            elif i > done or not outcome.unknown:
-                holder.refuse(link.transaction_id)
+            for txn_id in link.transaction_ids:
+                if txn_id == self.id:
+                    continue
+                if i < done:
+                    holder.publish(
+                        txn_id, outcome.published[i].version, outcome.published[-1].version
+                    )
+                elif i > done or not outcome.unknown:
+                    holder.refuse(txn_id)
         return outcome, len(links)
+
+    def _group_link(
+        self,
+        members: Sequence[tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]],
+        new_tree: Node,
+        definition: pb.CatalogDefinition,
+        own: ChainLink | None,
+    ) -> ChainLink:
+        """The version holding ``members`` in order (spec/format.md §3.2,
+        ``$group`` when there are several): their actions one after the
+        other, the first one's id and isolation, the smallest begin version."""
+        head = members[0][0]
+        if len(members) == 1 and own is not None and head.transaction_id == own.transaction_id:
+            return own  # alone after all: the version it built itself
+        entries = tuple(m[0] for m in members)
+        encoders = [m[2] for m in members]
+
+        def actions() -> Iterator[tuple[str, bytes]]:
+            for encode in encoders:
+                yield from encode()
+
+        count = sum(e.n_actions for e in entries)
+        return ChainLink(
+            head.transaction_id,
+            new_tree,
+            PreparedActions(actions, count, head.transaction_id, definition),
+            min(e.begin_version for e in entries),
+            head.isolation,
+            own.serialized_before
+            if own is not None and own.transaction_id == head.transaction_id
+            else (),
+            entries if len(entries) > 1 else (),
+        )
 
     def _admit(
         self,
         request: group.Request,
         log: ActionLog,
         tip: Root,
-        chain: Mapping[int, tuple[str, Footprint]],
+        last: Root,
+        pending: Sequence[tuple[str, Footprint]],
+        members: Sequence[Footprint],
     ) -> OverlayState | None:
-        """The pending changes of ``request`` on ``tip``, if it may be
-        published as the next version, else None (spec/transactions.md §3.2):
-        its owner checked it up to its base, and no version since (published,
-        or in ``chain`` about to be) wrote anything its actions depend on, so
-        every rule of §4 would pass and its replay on ``tip`` equals its
-        replay on the base."""
+        """The pending changes of ``request`` on ``tip``, if it may join the
+        version being built on ``last`` after ``members``, else None
+        (spec/transactions.md §3.2): its owner checked it up to its base, and
+        no version since (published, or about to be: the transactions in
+        ``pending``) wrote anything its actions depend on, so every rule of
+        §4 would pass and its replay on ``tip`` equals its replay on the
+        base; and the version's begin version, the smallest of its
+        transactions', hides no dependency (:func:`_begin_hides_a_read`)."""
         store = self._store
-        base, latest = request.base, tip.version
+        base, latest = request.base, last.version
         if (
             request.isolation not in ISOLATION_LEVELS
             or not request.begin <= base <= latest
             or latest - base > _GROUP_WINDOW
         ):
             return None
-        keys, prefixes = _replay_keys(log.footprint(latest + 1, request.begin), None)
+        footprint = log.footprint(latest + 1, request.begin)
+        keys, prefixes = _replay_keys(footprint, None)
         try:
-            for v in range(base + 1, latest + 1):
-                if v in chain:
-                    txn_id, committed = chain[v]
-                else:
-                    txn_id = store.load_root(v).info.transaction_id
-                    committed = footprint_of(store, v)
-                if txn_id == request.txn_id or committed.rollback:
+            if _begin_hides_a_read(store, footprint, members):
+                return None
+            committed: list[tuple[Sequence[str], Footprint]] = [
+                (store.load_root(v).info.transaction_ids, footprint_of(store, v))
+                for v in range(base + 1, latest + 1)
+            ]
+            committed.extend(((txn_id,), fp) for txn_id, fp in pending)
+            for txn_ids, fp in committed:
+                if request.txn_id in txn_ids or fp.rollback:
                     return None  # published already, or a rollback to refuse it
-                for key in committed.writes:
+                for key in fp.writes:
                     if key in keys or key.startswith(prefixes):
                         return None
             state = OverlayState(store, tip)
@@ -1487,6 +1542,32 @@ def _put_confirmed(store: CatalogStore, path: str, data: bytes) -> None:
 
 def _outcome_word(outcome: int) -> str:
     return "rollback" if outcome == _ROLLED_BACK else "commit"
+
+
+def _begin_hides_a_read(
+    store: CatalogStore, footprint: Footprint, members: Sequence[Footprint]
+) -> bool:
+    """Whether ``footprint`` may not join a version holding ``members``
+    because the version's begin version, the smallest of its transactions'
+    (format.md §3.2), would misplace a dependency: a version ``u`` with
+    ``begin <= u`` whose writes one of them read would count as written after
+    that transaction's snapshot instead of before it (a *wr* edge taken for
+    an *rw* edge in the opposite direction, transactions.md §4.2). So no
+    version in ``(smallest begin, the transaction's begin]`` may write a key
+    the transaction's reads depend on, for it and for the members already
+    in, whose ranges grow when it lowers the smallest begin."""
+    low = min((m.begin for m in members), default=footprint.begin)
+    new_low = min(low, footprint.begin)
+    ranges = [(footprint, new_low, footprint.begin)]
+    if new_low < low:
+        ranges.extend((m, new_low, low) for m in members)
+    for reader, after, upto in ranges:
+        if upto - after > _GROUP_WINDOW:
+            return True
+        for v in range(after + 1, upto + 1):
+            if sees(reader, footprint_of(store, v)) is not None:
+                return True
+    return False
 
 
 def _object_value(store: CatalogStore, root: Root, key: str) -> bytes | None:

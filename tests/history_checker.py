@@ -93,6 +93,9 @@ class Txn:
     rule: str | None = None
     kind: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    #: Its place among the transactions of its version (group commit: a
+    #: version may hold several, in serial order), from the catalog's history.
+    slot: int = 0
 
     @property
     def committed(self) -> bool:
@@ -183,6 +186,9 @@ class HistoryEntry(Protocol):
 
     @property
     def serialized_before(self) -> Sequence[int]: ...
+
+    # Optional: ``transactions``, the transactions of a version that holds
+    # several (each with transaction_id, isolation and begin_version).
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,12 @@ def check_history(
         elif t.outcome == "error":
             report.errors.append(f"{t.label}: {t.info.get('error', t.rule)}")
 
-    _check_versions(report, committed)
+    groups = _groups(history or ())
+    for t in committed:
+        ids = groups.get(t.version or -1, ())
+        if t.txn_id in ids:
+            t.slot = ids.index(t.txn_id)
+    _check_versions(report, committed, groups)
     orders = _version_orders(committed)
     writer_of: dict[tuple[str, str], Txn] = {}
     for t in committed:
@@ -353,8 +364,22 @@ def check_history(
 # --- building the graph ---------------------------------------------------------------
 
 
-def _check_versions(report: Report, committed: Sequence[Txn]) -> None:
-    claimed: dict[int, str] = {}
+def _groups(history: Sequence[HistoryEntry]) -> dict[int, tuple[str, ...]]:
+    """Version -> the ids of the transactions it holds, in serial order."""
+    out = {}
+    for h in history:
+        several = getattr(h, "transactions", ())
+        if len(several) > 1:
+            out[h.version] = tuple(r.transaction_id for r in several)
+        else:
+            out[h.version] = (h.transaction_id,)
+    return out
+
+
+def _check_versions(
+    report: Report, committed: Sequence[Txn], groups: Mapping[int, tuple[str, ...]]
+) -> None:
+    claimed: dict[int, Txn] = {}
     for t in committed:
         if t.version is None:
             report.anomalies.append(f"{t.label} committed without a version")
@@ -368,11 +393,13 @@ def _check_versions(report: Report, committed: Sequence[Txn]) -> None:
                     f"publishing a version"
                 )
             continue
-        if t.version in claimed:
+        other = claimed.get(t.version)
+        if other is not None and not {other.txn_id, t.txn_id} <= set(groups.get(t.version, ())):
+            # Two transactions in one version only as members of its group.
             report.anomalies.append(
-                f"version {t.version} claimed by both {claimed[t.version]} and {t.label}"
+                f"version {t.version} claimed by both {other.label} and {t.label}"
             )
-        claimed[t.version] = t.label
+        claimed[t.version] = t
 
 
 def _version_orders(committed: Sequence[Txn]) -> dict[str, list[tuple[int, Txn]]]:
@@ -384,7 +411,7 @@ def _version_orders(committed: Sequence[Txn]) -> dict[str, list[tuple[int, Txn]]
             for obj in t.writes:
                 orders.setdefault(obj, []).append((t.version, t))
     for order in orders.values():
-        order.sort(key=lambda e: e[0])
+        order.sort(key=lambda e: (e[0], e[1].slot))
     return orders
 
 
@@ -743,32 +770,49 @@ def _check_history_entries(
         if h is None:
             report.anomalies.append(f"{t.label} committed as v{t.version}, missing from history")
             continue
-        if (h.transaction_id, h.isolation, h.begin_version) != (t.txn_id, t.isolation, t.begin):
+        several = getattr(h, "transactions", ())
+        r = next((r for r in several if r.transaction_id == t.txn_id), h)
+        if (r.transaction_id, r.isolation, r.begin_version) != (t.txn_id, t.isolation, t.begin):
             report.anomalies.append(
-                f"history v{t.version} is {h.transaction_id} ({h.isolation}, begin "
-                f"{h.begin_version}), but {t.label} = {t.txn_id} ({t.isolation}, begin "
+                f"history v{t.version} is {r.transaction_id} ({r.isolation}, begin "
+                f"{r.begin_version}), but {t.label} = {t.txn_id} ({t.isolation}, begin "
                 f"{t.begin}) reported committing it"
             )
     for h in history:
-        owner = by_id.get(h.transaction_id)
-        if owner is None:
-            if h.version > base_version:
-                report.anomalies.append(f"history v{h.version} belongs to no recorded transaction")
-        elif not owner.published or owner.version != h.version:
-            report.anomalies.append(
-                f"history v{h.version} holds {owner.label}, which reported {owner.outcome} "
-                f"(version {owner.version}, rule {owner.rule})"
-            )
+        several = getattr(h, "transactions", ())
+        for txn_id in (
+            [r.transaction_id for r in several] if len(several) > 1 else [h.transaction_id]
+        ):
+            owner = by_id.get(txn_id)
+            if owner is None:
+                if h.version > base_version:
+                    report.anomalies.append(
+                        f"history v{h.version} holds {txn_id}, which no worker recorded"
+                    )
+            elif not owner.published or owner.version != h.version:
+                report.anomalies.append(
+                    f"history v{h.version} holds {owner.label}, which reported {owner.outcome} "
+                    f"(version {owner.version}, rule {owner.rule})"
+                )
     if report.mode != "serializable":
         return
     # A dependency against commit order must be recorded in serialized_before,
     # and no recorded "x before y" may contradict a dependency path y ->* x.
-    by_version = {t.version: t for t in published.values()}
+    by_version: dict[int, list[Txn]] = {}
+    for t in published.values():
+        by_version.setdefault(t.version or 0, []).append(t)
     for x in published.values():
         h = entry.get(x.version or 0)
-        before = set(h.serialized_before) if h is not None else set()
+        # A version's serialized_before is its first transaction's (group
+        # commit admits no other with an edge against commit order).
+        before = set(h.serialized_before) if h is not None and x.slot == 0 else set()
         for y_label, kinds in graph[x.label].items():
             y = published.get(y_label)
+            if y is not None and y.version == x.version and y.slot < x.slot:
+                report.anomalies.append(
+                    f"{x.label} -{'+'.join(sorted(kinds))}-> {y.label}, but v{x.version} "
+                    f"holds {y.label} before {x.label}"
+                )
             if y is None or (y.version or 0) >= (x.version or 0):
                 continue
             if x.isolation == "serializable" and y.version not in before:
@@ -778,14 +822,15 @@ def _check_history_entries(
                     f"{sorted(before)}"
                 )
         for v in sorted(before):
-            y = by_version.get(v)
-            if y is None:
+            ys = by_version.get(v)
+            if not ys:
                 report.anomalies.append(f"{x.label} is serialized before unknown version {v}")
-            elif _reaches(graph, y.label, x.label):
-                report.anomalies.append(
-                    f"{x.label} (v{x.version}) is recorded as serialized before {y.label} "
-                    f"(v{v}), but dependencies lead from {y.label} to {x.label}"
-                )
+            for y in ys or ():
+                if _reaches(graph, y.label, x.label):
+                    report.anomalies.append(
+                        f"{x.label} (v{x.version}) is recorded as serialized before {y.label} "
+                        f"(v{v}), but dependencies lead from {y.label} to {x.label}"
+                    )
 
 
 def _reaches(graph: Graph, a: str, b: str) -> bool:

@@ -14,6 +14,7 @@ from olympia import layout
 from olympia.codec import (
     COMPRESSION_MIN_BYTES,
     SCHEMA,
+    GroupEntry,
     NodeFile,
     RootInfo,
     decode_node,
@@ -243,14 +244,14 @@ def _crc(columns: list[list[bytes | None]]) -> int:
 Row = tuple[bytes, bytes | None, bytes | None, bytes | None]
 
 
-def _craft(rows: list[Row], compression: str = "none") -> bytes:
+def _craft(rows: list[Row], compression: str = "none", format_version: int = 1) -> bytes:
     """A node file with the given raw column bytes and a *correct* checksum, so
     that only the checks after the checksum can refuse it."""
     cols = [list(c) for c in zip(*rows)] if rows else [[], [], [], []]
     schema = SCHEMA.with_metadata(
         {
             b"olympia.magic": b"olympia-node",
-            b"olympia.format-version": b"1",
+            b"olympia.format-version": str(format_version).encode(),
             b"olympia.checksum": f"crc32:{_crc(cols):08x}".encode(),
         }
     )
@@ -429,3 +430,73 @@ def test_unusable_catalog_definition_in_a_root_is_refused(tmp_path):
         else:
             accepted.append(case)
     assert accepted == []
+
+
+def _group_root() -> RootInfo:
+    return RootInfo(
+        version=9,
+        catalog_def=b"\x08\x02",
+        transaction_id="holder",
+        actions=(("AAACa", b"a1"), ("AAACb", b"b1"), ("AAACb", b"b2"), ("AAACc", b"c1")),
+        begin_version=5,
+        isolation="snapshot",
+        group=(
+            GroupEntry("holder", 7, "snapshot", 1),
+            GroupEntry("m-1", 5, "serializable", 2),
+            GroupEntry("m_2", 8, "snapshot", 1),
+        ),
+    )
+
+
+def test_a_root_of_several_transactions_round_trips():
+    info = _group_root()
+    data = encode_node(NodeFile(Node(0, (), ()), 5, info), "none", format_version=2)
+    back = decode_node(data, "vn/x")
+    assert back.root == info
+    assert back.root.transaction_ids == ("holder", "m-1", "m_2")
+    assert replace(info, group=()).transaction_ids == ("holder",)
+    with pytest.raises(ValueError, match="format version 2"):
+        encode_node(NodeFile(Node(0, (), ()), 5, info), "none", format_version=1)
+
+
+_GROUP_ROOT = {
+    "$begin_version": b"5",
+    "$isolation": b"snapshot",
+    "$n_actions": b"0",
+    "$group": b"t:5:snapshot:0,u:6:serializable:0",
+}
+GROUP_DAMAGE = {
+    "entry without a count": b"t:5:snapshot,u:6:serializable:0",
+    "unknown isolation": b"t:5:snapshot:0,u:6:repeatable:0",
+    "id with a space": b"t:5:snapshot:0,u v:6:snapshot:0",
+    "one transaction": b"t:5:snapshot:0",
+    "empty": b"",
+    "first is not the root's transaction": b"u:5:snapshot:0,t:6:snapshot:0",
+    "first has another isolation": b"t:5:serializable:0,u:6:snapshot:0",
+    "a transaction twice": b"t:5:snapshot:0,t:6:snapshot:0",
+    "begin not below the version": b"t:5:snapshot:0,u:7:snapshot:0",
+    "begin version not the smallest": b"t:6:snapshot:0,u:6:snapshot:0",
+    "counts do not add up": b"t:5:snapshot:1,u:6:snapshot:0",
+    "count with a sign": b"t:5:snapshot:+0,u:6:snapshot:0",
+}
+
+
+def test_a_damaged_group_is_refused():
+    good = _rows(_GROUP_ROOT, _LEAF_ROW, root=True)
+    back = decode_node(_craft(good, format_version=2), "vn/g")
+    assert back.root is not None and back.root.transaction_ids == ("t", "u")
+    wrong: dict[str, str] = {}
+    for case, value in GROUP_DAMAGE.items():
+        rows = _rows({**_GROUP_ROOT, "$group": value}, _LEAF_ROW, root=True)
+        try:
+            decode_node(_craft(rows, format_version=2), "vn/g")
+        except CorruptCatalogError as exc:
+            if "vn/g" not in str(exc) or ("$group" not in str(exc) and "$begin" not in str(exc)):
+                wrong[case] = str(exc)
+        except Exception as exc:  # anything else is a bug
+            wrong[case] = f"{type(exc).__name__}: {exc}"
+        else:
+            wrong[case] = "accepted"
+    assert wrong == {}
+    with pytest.raises(CorruptCatalogError, match="format version 1"):
+        decode_node(_craft(good, format_version=1), "vn/g")

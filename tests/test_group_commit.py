@@ -1,10 +1,11 @@
 """Group commit among the writers of one host (spec/transactions.md §3.2).
 
 A writer waiting for the publish lock leaves its transaction for the holder,
-which publishes it as the next version exactly as its writer would have, or
-refuses it; either way every transaction is published at most once, every
-conflict rule still holds, and the catalog looks as if each writer had
-published its own version."""
+which publishes it in its own next version (one version holding several
+transactions, ``$group``, spec/format.md §3.2), or refuses it; either way
+every transaction is published at most once, every conflict rule still
+holds, and the history shows each transaction with its own begin version,
+isolation and actions."""
 
 from __future__ import annotations
 
@@ -123,26 +124,38 @@ def _commit_while_held(
 
 
 def _versions_of(cat: olympia.Catalog, since: int) -> Counter[str]:
-    return Counter(info.transaction_id for info in cat.history(since=since))
+    """Transaction id -> how many versions since ``since`` hold it."""
+    return Counter(t.transaction_id for info in cat.history(since=since) for t in info.transactions)
 
 
-def test_waiting_writers_are_published_by_the_holder_one_version_each(tmp_path: Path) -> None:
+def test_waiting_writers_are_published_with_the_holder_in_one_version(tmp_path: Path) -> None:
     cat = _catalog(str(tmp_path / "cat"), tables=3)
     base = cat.version
     txns = _updaters(str(tmp_path / "cat"), 3)
     threads = _commit_while_held(cat, txns)
-    versions = sorted(t.outcome for t in threads)
-    assert versions == [base + 1, base + 2, base + 3]
-    # The first to get the lock published its own version and the others'.
+    assert [t.outcome for t in threads] == [base + 1] * 3
+    # The first to get the lock published its own transaction and the others'.
     assert sum(t.txn.published_by_holder for t in threads) == 2
     assert all(t.txn.status == "committed" for t in threads)
-    # Each version records its own transaction, as if it had published itself.
-    by_version = {info.version: info for info in cat.history(since=base + 1)}
-    for t in threads:
-        info = by_version[t.outcome]
-        assert info.transaction_id == t.txn.id
-        assert info.begin_version == base
-        assert [a.type for a in info.actions if not a.read_only] == [apb.TABLE_UPDATE]
+    assert cat.version == base + 1
+    (info,) = cat.history(since=base + 1)
+    holder = next(t.txn for t in threads if not t.txn.published_by_holder)
+    # The holder's transaction first, then the requests, each with its own
+    # begin version, isolation and actions.
+    assert info.transactions[0].transaction_id == holder.id == info.transaction_id
+    assert {r.transaction_id for r in info.transactions} == {t.id for t in txns}
+    for r in info.transactions:
+        assert (r.begin_version, r.isolation) == (base, "snapshot")
+        assert [a.type for a in r.actions if not a.read_only] == [apb.TABLE_UPDATE]
+        (write,) = (a for a in r.actions if a.type == apb.TABLE_UPDATE)
+        assert write.table.metadata_location == f"s3://data/{write.table.namespace}/v1.json"
+    assert list(info.actions) == [a for r in info.transactions for a in r.actions]
+    # On storage: one root whose $group names the three, in that order.
+    group_entries = cat.store.load_root(base + 1).info.group
+    assert [e.transaction_id for e in group_entries] == [
+        r.transaction_id for r in info.transactions
+    ]
+    assert [e.n_actions for e in group_entries] == [len(r.actions) for r in info.transactions]
     view = cat.latest()
     for w in range(3):
         assert view.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v1.json"
@@ -212,9 +225,11 @@ def test_a_serializable_read_only_transaction_is_published_by_the_holder(tmp_pat
     writer = olympia.load_catalog(uri).begin("serializable")
     writer.update_table("w1", "t", metadata_location="s3://data/w1/v1.json")
     threads = _commit_while_held(cat, [reader, writer])
-    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
-    reads = {info.transaction_id: info for info in cat.history(since=base + 1)}
+    assert [t.outcome for t in threads] == [base + 1, base + 1]
+    (info,) = cat.history(since=base + 1)
+    reads = {r.transaction_id: r for r in info.transactions}
     assert [a.type for a in reads[reader.id].actions] == [apb.TABLE_DESCRIBE]
+    assert reads[reader.id].isolation == "serializable"
 
 
 def test_a_claimed_request_never_answered_is_published_by_its_writer_once(tmp_path: Path) -> None:
@@ -247,9 +262,10 @@ def test_a_request_published_but_not_answered_is_found_by_its_writer(
     monkeypatch.setattr(group.Holder, "publish", lambda self, txn_id, version, latest: None)
     txns = _updaters(uri, 2)
     threads = _commit_while_held(cat, txns)
-    assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
+    assert [t.outcome for t in threads] == [base + 1, base + 1]
     assert sum(t.txn.published_by_holder for t in threads) == 1
     assert _versions_of(cat, base + 1) == {txns[0].id: 1, txns[1].id: 1}
+    assert cat.version == base + 1
 
 
 def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
@@ -259,10 +275,14 @@ def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
     os.makedirs(folder, exist_ok=True)
     Path(folder, "garbage.req").write_bytes(b"not a request")
     Path(folder, "other.req").write_bytes(b'{"id": "someone-else", "begin": 0}\n')
+    # Well formed, but of an earlier build (no request format "v").
+    old = group.encode(group.Request("old-build", 0, 0, "snapshot", ()))
+    Path(folder, "old-build.req").write_bytes(old.replace(b'"v":2,', b""))
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
     assert Path(folder, "garbage.out").read_text() == "refused"
     assert Path(folder, "other.out").read_text() == "refused"
+    assert Path(folder, "old-build.out").read_text() == "refused"
     assert not _requests(folder)
 
 
@@ -278,9 +298,12 @@ def test_a_request_on_a_base_too_old_is_refused_and_its_writer_rebases(tmp_path:
     fresh = olympia.load_catalog(uri).begin()
     fresh.update_table("w1", "t", metadata_location="s3://data/w1/fresh.json")
     threads = _commit_while_held(cat, [stale, fresh])
-    assert sorted(t.outcome for t in threads) == [base + 71, base + 72]
-    # Nothing conflicted: the stale one was refused by the holder (if the
-    # fresh one held the lock first) and published itself after rebasing.
+    outcomes = sorted(t.outcome for t in threads)
+    # Nothing conflicted. If the fresh one held the lock first, the stale
+    # request was refused by it and its writer published it itself after
+    # rebasing; if the stale one held it, it published the fresh one with it.
+    assert outcomes in ([base + 71, base + 72], [base + 71, base + 71])
+    assert stale.published_by_holder is False
     assert stale.status == "committed"
     assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/stale.json"
 
@@ -332,7 +355,7 @@ def test_s3_writers_of_one_host_are_published_by_the_holder(s3_location: Any) ->
     base = cat.version
     txns = _updaters(uri, 3, options)
     threads = _commit_while_held(cat, txns)
-    assert sorted(t.outcome for t in threads) == [base + 1, base + 2, base + 3]
+    assert [t.outcome for t in threads] == [base + 1] * 3
     assert sum(t.txn.published_by_holder for t in threads) == 2
     assert _versions_of(olympia.load_catalog(uri, options), base + 1) == {t.id: 1 for t in txns}
 
@@ -380,23 +403,26 @@ def test_writers_in_several_processes_share_turns_and_lose_nothing(tmp_path: Pat
     # Some commits were published by another process: the group commit ran.
     assert sum(r[2] for r in results) > 0
     latest = olympia.load_catalog(uri)
-    assert latest.version == base + sum(counts)  # exactly one version per commit
+    # Versions holding several transactions: fewer versions than commits.
+    assert latest.version < base + sum(counts)
     view = latest.latest()
     for w, commits, _, _ in results:
         assert (
             view.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v{commits}.json"
         )
-    # Each version holds one update of one writer's table, and each
-    # transaction is in exactly one version.
+    # Each transaction holds one update of its writer's table, and each is
+    # in exactly one version.
     updated: Counter[str] = Counter()
     ids: Counter[str] = Counter()
     for info in latest.history(since=base + 1):
-        writes = [a for a in info.actions if a.type == apb.TABLE_UPDATE]
-        assert len(writes) == 1
-        updated[writes[0].table.namespace] += 1
-        ids[info.transaction_id] += 1
+        for r in info.transactions:
+            writes = [a for a in r.actions if a.type == apb.TABLE_UPDATE]
+            assert len(writes) == 1
+            updated[writes[0].table.namespace] += 1
+            ids[r.transaction_id] += 1
     assert updated == {f"w{w}": commits for w, commits, _, _ in results}
     assert set(ids.values()) == {1}
+    assert sum(ids.values()) == sum(counts)
     # Every file is sound, and the chains left nothing behind.
     check = latest.fsck()
     assert (check.missing, check.damaged, check.orphans) == ((), (), ())
@@ -421,8 +447,9 @@ def test_a_dead_writer_request_is_removed_by_the_next_holder(tmp_path: Path) -> 
 def test_a_chain_put_with_an_unknown_outcome_is_left_to_its_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The put of a request's root fails and reading it back fails too: the
-    holder leaves the request unanswered, and its writer, once it holds the
+    """The put of the version holding the holder's transaction and a request
+    fails and reading it back fails too: the holder reports an unknown
+    outcome, leaves the request unanswered, and its writer, once it holds the
     lock, finds its id in no version and publishes it itself, once."""
     from olympia import layout
     from olympia.errors import StorageError
@@ -431,7 +458,7 @@ def test_a_chain_put_with_an_unknown_outcome_is_left_to_its_writer(
     uri = str(tmp_path / "cat")
     cat = _catalog(uri)
     base = cat.version
-    doomed = layout.root_path(base + 2)
+    doomed = layout.root_path(base + 1)
     failures: list[str] = []
     put_staged, read = LocalStorage.put_staged, LocalStorage.read
 
@@ -453,7 +480,93 @@ def test_a_chain_put_with_an_unknown_outcome_is_left_to_its_writer(
     txns = _updaters(uri, 2)
     threads = _commit_while_held(cat, txns)
     assert failures == [doomed, "read back"]
+    failed = [t for t in threads if isinstance(t.outcome, olympia.CommitFailedError)]
+    (holder,) = failed
+    assert "unknown" in str(holder.outcome)
+    (member,) = (t for t in threads if t is not holder)
+    assert member.outcome == base + 1 and not member.txn.published_by_holder
+    assert _versions_of(cat, base + 1) == {member.txn.id: 1}
+    assert not _requests(_folder(cat))
+
+
+def test_a_version_begin_never_hides_what_a_member_read(tmp_path: Path) -> None:
+    """A version of several transactions records the smallest begin version
+    of its transactions (format.md §3.2). A request whose reads saw a version
+    above that begin must not join it: the checks of later committers would
+    take what it saw for a write after its snapshot, turning the dependency
+    around, and miss a cycle (spec/transactions.md §3.2, item 2)."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=4)
+    base = cat.version
+    # ``old`` and ``late`` begin before ``s`` writes w2.
+    old = olympia.load_catalog(uri).begin("snapshot")
+    old.update_table("w0", "t", metadata_location="s3://data/w0/old.json")
+    late = olympia.load_catalog(uri).begin("serializable")
+    late.describe_table("w2", "t")
+    late.update_table("w3", "t", metadata_location="s3://data/w3/late.json")
+    with cat.begin() as s:
+        s.update_table("w2", "t", metadata_location="s3://data/w2/s.json")
+    # ``reader`` saw s's write of w2, and read w3, which ``late`` writes.
+    reader = olympia.load_catalog(uri).begin("serializable")
+    assert reader.describe_table("w2", "t").metadata_location == "s3://data/w2/s.json"
+    reader.describe_table("w3", "t")
+    reader.update_table("w1", "t", metadata_location="s3://data/w1/reader.json")
+    threads = _commit_while_held(cat, [old, reader])
+    assert all(isinstance(t.outcome, int) for t in threads)
+    # Whichever held the lock, the two could not share a version: old's
+    # begin (base) is below s (base + 1), which reader's reads saw.
+    assert sorted(t.outcome for t in threads) == [base + 2, base + 3]
+    infos = cat.history(since=base + 2)
+    assert [len(i.transactions) for i in infos] == [1, 1]
+    # The real dependencies: late -> s (late did not see s's write of w2),
+    # s -> reader (reader saw it), reader -> late (late's write of w3 came
+    # after reader's snapshot): a cycle, which the check of late finds.
+    with pytest.raises(olympia.CommitConflictError) as caught:
+        late.commit()
+    assert caught.value.rule == "serializable-cycle"
+
+
+def test_the_request_folder_is_private_and_belongs_to_one_catalog(tmp_path: Path) -> None:
+    one = _catalog(str(tmp_path / "one"))
+    two = _catalog(str(tmp_path / "two"))
+    os.symlink(tmp_path / "one", tmp_path / "link")
+    same = olympia.load_catalog(str(tmp_path / "link"))
+    assert _folder(same) == _folder(one) != _folder(two)
+    # Off the catalog's disk (a memory file system where the host has one),
+    # in a folder only this user can enter.
+    if os.path.isdir("/dev/shm"):
+        assert _folder(one).startswith("/dev/shm/")
+    top = os.stat(os.path.dirname(_folder(one)))
+    assert top.st_uid == os.getuid() and top.st_mode & 0o777 == 0o700
+    # Writers reaching the catalog by another path still share a turn.
+    txns = [_updaters(str(tmp_path / "one"), 1)[0], _updaters(str(tmp_path / "link"), 2)[1]]
+    base = one.version
+    threads = _commit_while_held(one, txns)
+    assert [t.outcome for t in threads] == [base + 1, base + 1]
+
+
+def test_no_group_commit_in_a_folder_another_user_could_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from olympia.storage import hostlock
+
+    monkeypatch.setattr(hostlock, "_SHARED_MEMORY", str(tmp_path / "shm"))
+    planted = tmp_path / "shm" / f"olympia-groups-{os.getuid()}"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    cat = _catalog(str(tmp_path / "cat"))
+    assert cat.store.storage.group_dir() is None
+    base = cat.version
+    lock = _hold(cat)
+    threads = [_Committer(t) for t in _updaters(str(tmp_path / "cat"), 2)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # long enough for requests to appear, if any were left
+        assert list(planted.iterdir()) == []
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(timeout=120)
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert not any(t.txn.published_by_holder for t in threads)
-    assert _versions_of(cat, base + 1) == {txns[0].id: 1, txns[1].id: 1}
-    assert not _requests(_folder(cat))

@@ -18,7 +18,10 @@ they would without it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +48,35 @@ WAITING_INTERVAL = 0.001
 POLL_SECONDS = 0.05
 
 
+#: Where the group-commit folders of this host live: a memory file system
+#: when there is one (files there are created without touching a disk).
+_SHARED_MEMORY = "/dev/shm"
+
+
+def group_folder(identity: str) -> str | None:
+    """The folder where the writers of this host that publish to the catalog
+    named by ``identity`` leave their transactions for the holder of the
+    publish lock (group commit, spec/transactions.md §3.2): in a folder
+    private to this user (mode 0700) on the host's memory file system, or
+    its temporary directory where it has none. None (no group commit) when
+    that folder cannot be made or is not this user's alone."""
+    base = _SHARED_MEMORY
+    if not (os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK)):
+        base = tempfile.gettempdir()
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    top = os.path.join(base, f"olympia-groups-{uid if uid is not None else 0}")
+    try:
+        os.makedirs(top, mode=0o700, exist_ok=True)
+        info = os.lstat(top)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or (
+        uid is not None and (info.st_uid != uid or info.st_mode & 0o077)
+    ):
+        return None  # made by someone else: they could read or plant requests
+    return os.path.join(top, hashlib.sha256(identity.encode()).hexdigest()[:32])
+
+
 class HostLock:
     """The lock for one publish attempt: a context manager whose
     :attr:`held` says whether it was obtained. :meth:`release` may be called
@@ -52,10 +84,6 @@ class HostLock:
     This base class holds nothing (storage without a host-local lock)."""
 
     held = False
-    #: The folder where writers waiting for this lock leave their transactions
-    #: for its holder to publish (group commit, spec/transactions.md §3.2);
-    #: None where there is no lock.
-    group_dir: str | None = None
     #: Whether another writer held it when it was asked for (the writers of
     #: this host may have published versions meanwhile).
     waited = False
@@ -97,7 +125,6 @@ class FileHostLock(HostLock):
     ) -> None:
         #: The lock file.
         self.path = path
-        self.group_dir = path + ".group"
         self._fd: int | None = None
         self.held = False
         held: set[str] = _HELD.__dict__.setdefault("paths", set())

@@ -43,7 +43,7 @@ from olympia.errors import (
     StorageFileNotFoundError,
 )
 from olympia.storage.base import PutGroup, Staged, Storage, Submit, check_path
-from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock
+from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
 #: reserved: catalog paths may not start with it.
@@ -76,6 +76,8 @@ class LocalStorage(Storage):
         self.root = os.path.abspath(root)
         self.location = self.root
         self._tmp = os.path.join(self.root, TMP_DIR)
+        #: The group-commit folder once found ("" for none).
+        self._group_dir: str | None = None
 
     # --- helpers ---------------------------------------------------------------
 
@@ -295,7 +297,17 @@ class LocalStorage(Storage):
         return FileHostLock(path, self.publish_lock_wait, while_waiting)
 
     def group_dir(self) -> str | None:
-        return os.path.join(self.root, *PUBLISH_LOCK.split("/")) + ".group"
+        """Keyed by the identity of the catalog's folder and of its ``vn/``
+        (device and inode), so that every path to one catalog finds the same
+        folder and no other catalog does (spec/transactions.md §3.2)."""
+        if self._group_dir is None:
+            try:
+                ids = [os.stat(os.path.join(self.root, d)) for d in ("", "vn")]
+            except OSError:
+                return None
+            identity = "local\n" + "\n".join(f"{st.st_dev}:{st.st_ino}" for st in ids)
+            self._group_dir = group_folder(identity) or ""
+        return self._group_dir or None
 
     def temporary_files(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []

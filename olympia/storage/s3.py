@@ -36,7 +36,7 @@ from olympia.errors import (
     StorageFileNotFoundError,
 )
 from olympia.storage.base import Storage, check_path
-from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock
+from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
 
 
 class S3Storage(Storage):
@@ -68,6 +68,8 @@ class S3Storage(Storage):
         if not bucket:
             raise OlympiaError(f"S3 location 's3://{root}' names no bucket")
         self._bucket = bucket
+        #: The group-commit folder once found ("" for none).
+        self._group_dir: str | None = None
         self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         self.location = f"s3://{root}"
         options = {**(storage_options or {}), "skip_instance_cache": True}
@@ -209,11 +211,17 @@ class S3Storage(Storage):
         return FileHostLock(path, self.publish_lock_wait, while_waiting, folder_mode=0o700)
 
     def group_dir(self) -> str | None:
-        return self._lock_path() + ".group"
+        """Keyed by the endpoint and the location, like the lock file."""
+        if self._group_dir is None:
+            self._group_dir = group_folder(f"s3\n{self._identity()}") or ""
+        return self._group_dir or None
+
+    def _identity(self) -> str:
+        endpoint = str(self._options.get("endpoint_url") or "")
+        return f"{endpoint}\n{self.location}"
 
     def _lock_path(self) -> str:
-        endpoint = str(self._options.get("endpoint_url") or "")
-        digest = hashlib.sha256(f"{endpoint}\n{self.location}".encode()).hexdigest()[:32]
+        digest = hashlib.sha256(self._identity().encode()).hexdigest()[:32]
         uid = os.getuid() if hasattr(os, "getuid") else 0
         folder = os.path.join(tempfile.gettempdir(), f"olympia-locks-{uid}")
         return os.path.join(folder, digest)
