@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import struct
 import zlib
@@ -696,3 +697,75 @@ def test_spec_reader_reads_actions_from_an_action_file(tmp_path):
     assert [a.table.name for _, a in big.actions if a.type == A.TABLE_CREATE] == [
         f"t{i}" for i in range(100)
     ]
+
+
+def spec_group(node: SpecNode) -> list[tuple[str, int, str, list[tuple[str, apb.Action]]]]:
+    """format.md §3.2, "Versions of several transactions": each transaction of
+    a version with ``$group`` (id, begin version, isolation, its actions)."""
+    entries = []
+    start = 0
+    for part in node.system["$group"].decode().split(","):
+        txn_id, begin, isolation, count = part.split(":")
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", txn_id) and isolation in (
+            "snapshot",
+            "serializable",
+        )
+        own = node.actions[start : start + int(count)]
+        entries.append((txn_id, int(begin), isolation, own))
+        start += int(count)
+    assert len(entries) >= 2 and start == int(node.system["$n_actions"]) == len(node.actions)
+    first = entries[0]
+    assert first[0].encode() == node.system["$transaction_id"]
+    assert first[2].encode() == node.system["$isolation"]
+    assert min(e[1] for e in entries) == int(node.system["$begin_version"])
+    return entries
+
+
+def test_spec_reader_reads_a_version_of_several_transactions(tmp_path):
+    """Writers waiting for the publish lock are published by its holder in its
+    version (transactions.md §3.2); a reader written from format.md alone
+    finds each transaction and its actions."""
+    import threading
+    import time
+
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri)
+    with cat.begin() as t:
+        for w in range(3):
+            t.create_namespace(f"w{w}")
+            t.create_table(f"w{w}", "t", f"s3://b/w{w}/0.json")
+    base = cat.version
+    txns = []
+    for w in range(3):
+        txn = olympia.load_catalog(uri).begin("serializable" if w == 1 else "snapshot")
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://b/w{w}/1.json")
+        txns.append(txn)
+    folder = cat.store.storage.group_dir()
+    lock = cat.store.storage.publish_lock()
+    assert lock.held and folder is not None
+    threads = [threading.Thread(target=t.commit) for t in txns]
+    try:
+        for th in threads:
+            th.start()
+        end = time.monotonic() + 30
+        while len([n for n in os.listdir(folder) if n.endswith(".req")]) < 3:
+            assert time.monotonic() < end, "the waiting writers left no requests"
+            time.sleep(0.005)
+    finally:
+        lock.release()
+    for th in threads:
+        th.join(timeout=60)
+    assert cat.version == base + 1
+    spec = SpecReader(Path(cat.store.storage.location))
+    group = spec_group(spec.root(base + 1))
+    assert sorted(g[0] for g in group) == sorted(t.id for t in txns)
+    by_id = {t.id: t for t in txns}
+    for txn_id, begin, isolation, actions in group:
+        assert (begin, isolation) == (base, by_id[txn_id].isolation)
+        writes = [a for _, a in actions if not a.read_only]
+        assert [a.type for a in writes] == [apb.TABLE_UPDATE]
+        assert writes[0].table.metadata_location.endswith("/1.json")
+    # The library's history agrees, transaction by transaction.
+    (info,) = cat.history(since=base + 1)
+    assert [r.transaction_id for r in info.transactions] == [g[0] for g in group]
+    assert [list(r.actions) for r in info.transactions] == [[a for _, a in g[3]] for g in group]
