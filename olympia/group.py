@@ -226,6 +226,13 @@ class Holder:
             request = decode(data)
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
 
+    def tidy(self) -> None:
+        """Remove the folder if nothing is left in it (it is made again by the
+        next writer that leaves a request), so that a host does not keep one
+        empty folder for every catalog it ever wrote to."""
+        with contextlib.suppress(OSError):
+            os.rmdir(self.folder)
+
     def publish(self, txn_id: str, version: int, latest: int) -> None:
         """Answer: published as ``version``; ``latest`` is the last version of
         the chain (where its writer's next look for the latest can start)."""

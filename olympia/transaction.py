@@ -1099,10 +1099,13 @@ class Transaction(CatalogReader):
                             self.isolation,
                             tuple(serialized_before),
                         )
-                        outcome, links = self._lead_round(holder, target, (mine, pending()))
-                        if outcome.published:
-                            if len(outcome.published) == links:
+                        try:
+                            outcome, links = self._lead_round(holder, target, (mine, pending()))
+                            if outcome.published and len(outcome.published) == links:
                                 self._lead(holder, outcome.published[-1], _GROUP_ROUNDS - 1)
+                        finally:
+                            holder.tidy()
+                        if outcome.published:
                             return outcome.published[0].version
                         if outcome.error is not None:
                             state_word = "unknown" if outcome.unknown else "not published"
