@@ -155,7 +155,10 @@ class Catalog:
         return self.at_version(maintenance.version_as_of(self._store, when))
 
     def history(self, since: int | None = None) -> list[VersionInfo]:
-        """Every retained version (from ``since`` if given), oldest first."""
+        """Every retained version (from ``since`` if given), oldest first.
+        A version published by group commit holds several transactions:
+        :attr:`VersionInfo.transactions` lists each with its own id, begin
+        version, isolation and actions."""
         validate.require_optional_version("since", since)
         start = max(self.oldest_version, since or 0)
         out: list[VersionInfo] = []

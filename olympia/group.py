@@ -52,6 +52,10 @@ class Request:
     base: int
     isolation: str
     actions: tuple[apb.Action, ...]
+    #: ``$transaction_id`` of the root of version ``base``: the holder admits
+    #: the request only into the catalog whose version ``base`` is that one
+    #: (a folder may outlive its catalog and be found by a new one).
+    base_id: str = ""
 
 
 def encode(request: Request) -> bytes:
@@ -61,6 +65,7 @@ def encode(request: Request) -> bytes:
         "begin": request.begin,
         "base": request.base,
         "isolation": request.isolation,
+        "base_id": request.base_id,
     }
     body = apb.TransactionState(actions=list(request.actions)).SerializeToString()
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
@@ -82,6 +87,7 @@ def decode(data: bytes) -> Request | None:
             base=int(header["base"]),
             isolation=str(header["isolation"]),
             actions=tuple(state.actions),
+            base_id=str(header["base_id"]),
         )
     except (ValueError, KeyError, TypeError, AttributeError, DecodeError):
         return None

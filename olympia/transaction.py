@@ -1050,8 +1050,11 @@ class Transaction(CatalogReader):
                 # them can be published later than checked without a new
                 # search for cycles (§3.2).
                 return False
+            base_id = store.load_root(checked).info.transaction_id
             return member.ask(
-                group.Request(self.id, begin, checked, self.isolation, tuple(self._actions))
+                group.Request(
+                    self.id, begin, checked, self.isolation, tuple(self._actions), base_id
+                )
             )
 
         try:
@@ -1331,6 +1334,8 @@ class Transaction(CatalogReader):
         footprint = log.footprint(latest + 1, request.begin)
         keys, prefixes = _replay_keys(footprint, None)
         try:
+            if store.load_root(base).info.transaction_id != request.base_id:
+                return None  # a request of another catalog (whose folder this one found)
             if _begin_hides_a_read(store, footprint, members):
                 return None
             committed: list[tuple[Sequence[str], Footprint]] = [

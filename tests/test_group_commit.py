@@ -300,10 +300,11 @@ def test_a_request_on_a_base_too_old_is_refused_and_its_writer_rebases(tmp_path:
     threads = _commit_while_held(cat, [stale, fresh])
     outcomes = sorted(t.outcome for t in threads)
     # Nothing conflicted. If the fresh one held the lock first, the stale
-    # request was refused by it and its writer published it itself after
-    # rebasing; if the stale one held it, it published the fresh one with it.
+    # request was refused by it, and its writer rebased and published it
+    # (itself, or through a new request on the newer base, in the holder's
+    # next version); if the stale one held it, it published the fresh one
+    # in its own version.
     assert outcomes in ([base + 71, base + 72], [base + 71, base + 71])
-    assert stale.published_by_holder is False
     assert stale.status == "committed"
     assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/stale.json"
 
@@ -571,3 +572,37 @@ def test_no_group_commit_in_a_folder_another_user_could_enter(
         t.join(timeout=120)
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert not any(t.txn.published_by_holder for t in threads)
+
+
+def test_a_request_of_another_catalog_is_refused(tmp_path: Path) -> None:
+    """A request folder can outlive its catalog, and a new catalog whose
+    folders reuse the inode numbers finds it: the holder admits a request
+    only when the root of its base version is the one its writer saw."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    other = _catalog(str(tmp_path / "other"))
+    stranger = other.begin()
+    stranger.update_table("w0", "t", metadata_location="s3://data/w0/stranger.json")
+    seen = other.store.load_root(other.version).info.transaction_id
+    request = group.Request(
+        stranger.id, other.version, other.version, "snapshot", tuple(stranger.actions), seen
+    )
+    folder = _folder(cat)
+    os.makedirs(folder, exist_ok=True)
+    Path(folder, f"{stranger.id}.req").write_bytes(group.encode(request))
+    # The same request naming this catalog's base root would be admitted.
+    mine = cat.store.load_root(base).info.transaction_id
+    twin = olympia.load_catalog(uri).begin()
+    twin.update_table("w1", "t", metadata_location="s3://data/w1/twin.json")
+    Path(folder, f"{twin.id}.req").write_bytes(
+        group.encode(group.Request(twin.id, base, base, "snapshot", tuple(twin.actions), mine))
+    )
+    with cat.begin() as txn:  # the lock is free: this writer holds it and looks
+        txn.update_table("w0", "t", metadata_location="s3://data/w0/mine.json")
+    assert Path(folder, f"{stranger.id}.out").read_text() == "refused"
+    assert Path(folder, f"{twin.id}.out").read_text().startswith(f"committed {base + 1} ")
+    view = cat.latest()
+    assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
+    assert view.describe_table("w1", "t").metadata_location == "s3://data/w1/twin.json"
+    assert _versions_of(cat, base + 1) == {txn.id: 1, twin.id: 1}
