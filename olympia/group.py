@@ -32,6 +32,10 @@ _CLAIMED = ".claimed"
 _OUTCOME = ".out"
 #: Requests one holder publishes in one turn, at most.
 MAX_GROUP = 16
+#: A transaction whose request would be larger leaves none: the folder is
+#: on a memory file system, which may be small (64 MiB in a container), and a
+#: transaction that large gains nothing from sharing a version.
+MAX_REQUEST_BYTES = 4 << 20
 #: Files of the folder older than this (seconds) belong to writers that died
 #: and are removed by the next holder.
 STALE_SECONDS = 60.0
@@ -97,9 +101,14 @@ def _write_atomically(path: str, data: bytes) -> None:
     """Write ``data`` at ``path`` so that a reader sees all of it or nothing
     (no fsync: the files of this folder need not outlive the machine)."""
     tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class Member:
@@ -119,9 +128,12 @@ class Member:
 
     def ask(self, request: Request) -> bool:
         """Leave ``request`` for the holder; whether it could be written."""
+        data = encode(request)
+        if len(data) > MAX_REQUEST_BYTES:
+            return False
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
-            _write_atomically(self._request, encode(request))
+            _write_atomically(self._request, data)
         except OSError:
             return False
         self.pending = True

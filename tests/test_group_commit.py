@@ -606,3 +606,34 @@ def test_a_request_of_another_catalog_is_refused(tmp_path: Path) -> None:
     assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
     assert view.describe_table("w1", "t").metadata_location == "s3://data/w1/twin.json"
     assert _versions_of(cat, base + 1) == {txn.id: 1, twin.id: 1}
+
+
+def test_a_transaction_too_large_for_a_request_publishes_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    small = _updaters(uri, 1)[0]
+    large = olympia.load_catalog(uri).begin()
+    for i in range(40):
+        large.create_table("w1", f"x{i}", f"s3://data/w1/x{i}.json")
+    size = len(group.encode(group.Request(large.id, base, base, "snapshot", tuple(large.actions))))
+    monkeypatch.setattr(group, "MAX_REQUEST_BYTES", size - 1)  # the small one still fits
+    folder = _folder(cat)
+    lock = _hold(cat)
+    threads = [_Committer(small), _Committer(large)]
+    try:
+        for t in threads:
+            t.start()
+        _wait_for(lambda: small.id in _requests(folder), "the small transaction's request")
+        time.sleep(0.3)  # long enough for the large one's request, if it left one
+        assert _requests(folder) == {small.id}
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(timeout=120)
+    assert not large.published_by_holder
+    assert sorted(t.outcome for t in threads) in ([base + 1, base + 1], [base + 1, base + 2])
+    assert _versions_of(cat, base + 1) == {small.id: 1, large.id: 1}
+    assert len(cat.latest().list_tables("w1")) == 41
