@@ -1230,8 +1230,11 @@ class Transaction(CatalogReader):
             log = ActionLog()
             for action in request.actions:
                 log.append(action)
+            footprint = log.footprint(version, request.begin)
             try:
-                state = self._admit(request, log, tip, last, pending, [m[1] for m in members])
+                state = self._admit(
+                    request, log, footprint, tip, last, pending, [m[1] for m in members]
+                )
                 if state is None:
                     holder.refuse(txn_id)
                     continue
@@ -1239,7 +1242,6 @@ class Transaction(CatalogReader):
             except Exception:  # a node that cannot be read, say: its owner publishes it
                 holder.refuse(txn_id)
                 continue
-            footprint = log.footprint(version, request.begin)
             members.append(
                 (
                     GroupEntry(txn_id, request.begin, request.isolation, len(log)),
@@ -1310,12 +1312,14 @@ class Transaction(CatalogReader):
         self,
         request: group.Request,
         log: ActionLog,
+        footprint: Footprint,
         tip: Root,
         last: Root,
         pending: Sequence[tuple[str, Footprint]],
         members: Sequence[Footprint],
     ) -> OverlayState | None:
-        """The pending changes of ``request`` on ``tip``, if it may join the
+        """The pending changes of ``request`` (its actions ``log``, their
+        ``footprint``) on ``tip``, if it may join the
         version being built on ``last`` after ``members``, else None
         (spec/transactions.md §3.2): its owner checked it up to its base, and
         no version since (published, or about to be: the transactions in
@@ -1331,7 +1335,6 @@ class Transaction(CatalogReader):
             or latest - base > _GROUP_WINDOW
         ):
             return None
-        footprint = log.footprint(latest + 1, request.begin)
         keys, prefixes = _replay_keys(footprint, None)
         try:
             if store.load_root(base).info.transaction_id != request.base_id:
