@@ -376,6 +376,25 @@ _FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
 _NODE_PATHS = re.compile(r"(?:node/[A-Za-z0-9._=-]+\n)*node/[A-Za-z0-9._=-]+")
 
 
+_CHILD = r"(?:node/[A-Za-z0-9._=-]+|vn/[01]{63}0/(?:0|[1-9][0-9]{0,8}))"
+#: Children of a format version 2 node: node files and inline node
+#: references (format.md §3.6), one per line.
+_CHILD_REFS = re.compile(rf"(?:{_CHILD}\n)*{_CHILD}")
+
+
+def _are_child_refs(paths: Sequence[str]) -> bool:
+    """Whether every one of ``paths`` is a path in ``node/`` or an inline
+    node reference (format version 2), in one match for the common case."""
+    joined = "\n".join(paths)
+    if (
+        _CHILD_REFS.fullmatch(joined) is not None
+        and joined.count("\n") == len(paths) - 1
+        and "/." not in joined
+    ):
+        return True
+    return all(_is_file_path(p, "node/") or parse_inline_ref(p) is not None for p in paths)
+
+
 def _are_node_paths(paths: Sequence[str]) -> bool:
     """Whether every one of ``paths`` passes ``_is_file_path(p, "node/")``."""
     joined = "\n".join(paths)
@@ -583,7 +602,7 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         ):
             raise bad("internal row must hold a child and nothing else")
         kids: list[str] = pivot_children  # type: ignore[assignment]
-        if not _are_node_paths(kids):
+        if not (_are_node_paths(kids) or (version >= 2 and _are_child_refs(kids))):
             for c in kids:
                 if not _is_file_path(c, "node/") and (version < 2 or parse_inline_ref(c) is None):
                     raise bad(

@@ -60,7 +60,7 @@ def root_path(version: int) -> str:
 
 #: A child reference to an inline node (spec/format.md §3.6): the root file
 #: that carries it, then its index.
-_INLINE_REF = re.compile(r"^vn/([01]{63}0)/(0|[1-9][0-9]{0,8})$")
+_INLINE_REF = re.compile(r"vn/([01]{63}0)/(0|[1-9][0-9]{0,8})")
 
 
 def inline_ref(version: int, index: int) -> str:
@@ -71,7 +71,7 @@ def inline_ref(version: int, index: int) -> str:
 def parse_inline_ref(ref: str) -> tuple[int, int] | None:
     """``(version, index)`` of an inline node reference, or None when ``ref``
     is not one."""
-    m = _INLINE_REF.match(ref)
+    m = _INLINE_REF.fullmatch(ref)  # (``$`` would let a final line break through)
     if m is None:
         return None
     return int(m.group(1)[::-1], 2), int(m.group(2))

@@ -500,3 +500,45 @@ def test_a_damaged_group_is_refused():
     assert wrong == {}
     with pytest.raises(CorruptCatalogError, match="format version 1"):
         decode_node(_craft(good, format_version=1), "vn/g")
+
+
+_VN = "vn/" + "01" * 31 + "00"  # a root file name: 63 binary digits then 0
+BAD_CHILD_REFS = {
+    "name ending in 1": "vn/" + "0" * 63 + "1/0",
+    "name too short": "vn/" + "0" * 63 + "/0",
+    "index with a leading zero": _VN + "/01",
+    "index of ten digits": _VN + "/1234567890",
+    "index missing": _VN + "/",
+    "line break": _VN + "/1\n",
+    "the hint file": "vn/latest",
+    "node path with a subfolder": "node/a/b",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CHILD_REFS))
+def test_children_of_a_format_2_node_are_node_files_or_inline_references(case):
+    good = [b"node/a.arrow", (_VN + "/0").encode(), (_VN + "/123456789").encode()]
+
+    def internal(children: list[bytes]) -> bytes:
+        rows = [(f"AAAC{i}".encode(), None, None, child) for i, child in enumerate(children)]
+        return _craft(
+            _rows({"$height": b"1", "$n_keys": str(len(rows)).encode()}, *rows), format_version=2
+        )
+
+    back = decode_node(internal(good), "node/n")
+    assert back.node.children == tuple(c.decode() for c in good)
+    bad = [*good[:2], BAD_CHILD_REFS[case].encode()]
+    with pytest.raises(CorruptCatalogError, match="inline node reference"):
+        decode_node(internal(bad), "node/n")
+    # In a format version 1 file, only node files are children.
+    with pytest.raises(CorruptCatalogError, match="node/"):
+        decode_node(
+            _craft(
+                _rows(
+                    {"$height": b"1", "$n_keys": b"2"},
+                    (b"AAAC0", None, None, good[0]),
+                    (b"AAAC1", None, None, good[1]),
+                )
+            ),
+            "node/n",
+        )
