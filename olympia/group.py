@@ -252,8 +252,9 @@ class Holder:
             os.rmdir(self.folder)
 
     def publish(self, txn_id: str, version: int, latest: int) -> None:
-        """Answer: published as ``version``; ``latest`` is the last version of
-        the chain (where its writer's next look for the latest can start)."""
+        """Answer: published as ``version``; ``latest`` is the last version
+        this holder published (where its writer's next look for the latest
+        version can start)."""
         self._answered += 1
         self._answer(txn_id, f"committed {version} {latest}")
 

@@ -1093,7 +1093,7 @@ class Transaction(CatalogReader):
                         # encoding and writing node files for a version already taken.
                         lost = target.version + 1
                     elif holder is not None and holder.waiting():
-                        # This version first, then the requests, in one chain.
+                        # This transaction first, then the requests, in one version.
                         mine = ChainLink(
                             self.id,
                             new_root,
