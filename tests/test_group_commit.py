@@ -98,29 +98,54 @@ class _Committer(threading.Thread):
             self.outcome = exc
 
 
-def _commit_while_held(
-    cat: olympia.Catalog,
-    txns: list[olympia.Transaction],
-    before_release: Callable[[], None] | None = None,
+def _commit_holding_the_lock(
+    cat: olympia.Catalog, txns: list[olympia.Transaction], while_held: Callable[[], None]
 ) -> list[_Committer]:
-    """Commit ``txns`` in threads while this thread holds the publish lock;
-    release it once each has left its request."""
-    folder = _folder(cat)
+    """Commit ``txns`` in threads while this thread holds the publish lock,
+    which it lets go once ``while_held`` returned."""
     lock = _hold(cat)
     threads = [_Committer(t) for t in txns]
     try:
         for t in threads:
             t.start()
-        ids = {t.id for t in txns}
-        _wait_for(lambda: ids <= _requests(folder), "the requests of every waiting writer")
-        if before_release is not None:
-            before_release()
+        while_held()
     finally:
         lock.release()
     for t in threads:
         t.join(timeout=120)
         assert not t.is_alive()
     return threads
+
+
+def _commit_while_held(
+    cat: olympia.Catalog,
+    txns: list[olympia.Transaction],
+    before_release: Callable[[], None] | None = None,
+) -> list[_Committer]:
+    """Commit ``txns`` while holding the publish lock; let it go once each
+    has left its request (and ``before_release`` ran)."""
+    folder = _folder(cat)
+    ids = {t.id for t in txns}
+
+    def wait() -> None:
+        _wait_for(lambda: ids <= _requests(folder), "the requests of every waiting writer")
+        if before_release is not None:
+            before_release()
+
+    return _commit_holding_the_lock(cat, txns, wait)
+
+
+def _commit_leaving_no_request(
+    cat: olympia.Catalog, txns: list[olympia.Transaction], no_request: Callable[[], bool]
+) -> list[_Committer]:
+    """Commit ``txns`` while holding the publish lock; before letting it go,
+    check (``no_request``) that none left a request."""
+
+    def look() -> None:
+        time.sleep(0.3)  # long enough for requests to appear, if any were left
+        assert no_request()
+
+    return _commit_holding_the_lock(cat, txns, look)
 
 
 def _versions_of(cat: olympia.Catalog, since: int) -> Counter[str]:
@@ -316,15 +341,7 @@ def test_distributed_transactions_leave_no_request(tmp_path: Path) -> None:
     txn = olympia.load_catalog(uri).begin()
     txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
     txn.distribute()
-    lock = _hold(cat)
-    committer = _Committer(txn)
-    try:
-        committer.start()
-        time.sleep(0.3)  # long enough for a request to appear, if one were left
-        assert _requests(folder) == set()
-    finally:
-        lock.release()
-    committer.join(timeout=120)
+    (committer,) = _commit_leaving_no_request(cat, [txn], lambda: not _requests(folder))
     assert isinstance(committer.outcome, int)
     assert not txn.published_by_holder
     assert cat.latest().describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
@@ -334,18 +351,8 @@ def test_writers_of_a_format_1_catalog_leave_no_request_and_both_commit(tmp_path
     uri = str(tmp_path / "cat")
     cat = _catalog(uri, format_version=1)
     base = cat.version
-    txns = _updaters(uri, 2)
-    lock = _hold(cat)
-    threads = [_Committer(t) for t in txns]
-    try:
-        for t in threads:
-            t.start()
-        time.sleep(0.3)  # long enough for requests to appear, if any were left
-        assert _requests(_folder(cat)) == set()
-    finally:
-        lock.release()
-    for t in threads:
-        t.join(timeout=120)
+    folder = _folder(cat)
+    threads = _commit_leaving_no_request(cat, _updaters(uri, 2), lambda: not _requests(folder))
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert not any(t.txn.published_by_holder for t in threads)
 
@@ -559,17 +566,8 @@ def test_no_group_commit_in_a_folder_another_user_could_enter(
     cat = _catalog(str(tmp_path / "cat"))
     assert cat.store.storage.group_dir() is None
     base = cat.version
-    lock = _hold(cat)
-    threads = [_Committer(t) for t in _updaters(str(tmp_path / "cat"), 2)]
-    try:
-        for t in threads:
-            t.start()
-        time.sleep(0.3)  # long enough for requests to appear, if any were left
-        assert list(planted.iterdir()) == []
-    finally:
-        lock.release()
-    for t in threads:
-        t.join(timeout=120)
+    txns = _updaters(str(tmp_path / "cat"), 2)
+    threads = _commit_leaving_no_request(cat, txns, lambda: list(planted.iterdir()) == [])
     assert sorted(t.outcome for t in threads) == [base + 1, base + 2]
     assert not any(t.txn.published_by_holder for t in threads)
 
@@ -621,18 +619,13 @@ def test_a_transaction_too_large_for_a_request_publishes_itself(
     size = len(group.encode(group.Request(large.id, base, base, "snapshot", tuple(large.actions))))
     monkeypatch.setattr(group, "MAX_REQUEST_BYTES", size - 1)  # the small one still fits
     folder = _folder(cat)
-    lock = _hold(cat)
-    threads = [_Committer(small), _Committer(large)]
-    try:
-        for t in threads:
-            t.start()
+
+    def only_the_small_one_asks() -> None:
         _wait_for(lambda: small.id in _requests(folder), "the small transaction's request")
         time.sleep(0.3)  # long enough for the large one's request, if it left one
         assert _requests(folder) == {small.id}
-    finally:
-        lock.release()
-    for t in threads:
-        t.join(timeout=120)
+
+    threads = _commit_holding_the_lock(cat, [small, large], only_the_small_one_asks)
     assert not large.published_by_holder
     assert sorted(t.outcome for t in threads) in ([base + 1, base + 1], [base + 1, base + 2])
     assert _versions_of(cat, base + 1) == {small.id: 1, large.id: 1}
