@@ -82,7 +82,6 @@ _TEXT_KEYS = {
     K_TRANSACTION_ID,
     K_ISOLATION,
     K_SERIALIZED_BEFORE,
-    K_ACTIONS,
     K_GROUP,
 }
 _ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
@@ -114,6 +113,12 @@ class GroupEntry:
 
     def encode(self) -> str:
         return f"{self.transaction_id}:{self.begin_version}:{self.isolation}:{self.n_actions}"
+
+
+def transaction_ids(first: str, group: Sequence[GroupEntry]) -> tuple[str, ...]:
+    """The ids of a version's transactions: its ``$group`` entries', or the
+    one transaction it names when it has no ``$group``."""
+    return tuple(e.transaction_id for e in group) if group else (first,)
 
 
 _GROUP_ENTRY = re.compile(
@@ -161,9 +166,7 @@ class RootInfo:
     @property
     def transaction_ids(self) -> tuple[str, ...]:
         """The ids of every transaction this version holds, in serial order."""
-        if self.group:
-            return tuple(e.transaction_id for e in self.group)
-        return (self.transaction_id,)
+        return transaction_ids(self.transaction_id, self.group)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from olympia.codec import (
     decode_node,
     encode_actions,
     encode_node,
+    transaction_ids,
 )
 from olympia.definition import stored_definition_problem
 from olympia.errors import (
@@ -120,9 +121,7 @@ class ChainLink:
 
     @property
     def transaction_ids(self) -> tuple[str, ...]:
-        if self.group:
-            return tuple(e.transaction_id for e in self.group)
-        return (self.transaction_id,)
+        return transaction_ids(self.transaction_id, self.group)
 
 
 @dataclass

@@ -77,6 +77,10 @@ _GROUP_ROUNDS = 4
 #: leave their next requests (seconds).
 _GROUP_GATHER_SECONDS = 0.002
 
+#: One transaction of a version being built by group commit: its ``$group``
+#: entry, its footprint, and what yields its encoded actions.
+_Member = tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]
+
 #: Test hook for the history checker: when True, commits skip every conflict
 #: check after a lost race (a deliberately broken rebase). Never set it elsewhere.
 _UNSAFE_SKIP_CONFLICT_CHECKS = False
@@ -1205,7 +1209,7 @@ class Transaction(CatalogReader):
         links: list[ChainLink] = []
         #: The transactions of the version being built, in serial order:
         #: (entry, footprint, the encoded actions).
-        members: list[tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]] = []
+        members: list[_Member] = []
         tip = last
         own: ChainLink | None = None
         #: The transactions published above ``last`` in this round, with
@@ -1277,7 +1281,7 @@ class Transaction(CatalogReader):
 
     def _group_link(
         self,
-        members: Sequence[tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]],
+        members: Sequence[_Member],
         new_tree: Node,
         definition: pb.CatalogDefinition,
         own: ChainLink | None,
