@@ -317,22 +317,30 @@ class Catalog:
         older_than: datetime | None = None,
         keep_last: int | None = None,
         grace_seconds: float = 3600.0,
+        allow_short_grace: bool = False,
     ) -> ExpireResult:
         """Move the oldest-version floor and delete unreachable files.
 
         Keeps every version created at or after ``older_than`` and the last
         ``keep_last`` versions (with neither, keeps only the latest), every
         version pinned by an export or a running rollback, and everything
-        open distributed transactions need. Files younger than
-        ``grace_seconds`` are never deleted, since they may belong to a
-        commit in flight; older temporary files of killed writers and lapsed
-        pins are removed. A run killed at any point is completed by the next
-        one (spec/transactions.md §8.3).
+        open distributed transactions need. Files created less than
+        ``grace_seconds`` before this call started are never deleted, since
+        they may belong to a commit in flight; older temporary files of
+        killed writers and lapsed pins are removed. A run killed at any point
+        is completed by the next one (spec/transactions.md §8.3).
+
+        ``grace_seconds`` must be at least twice the catalog's commit time
+        limit (five minutes unless the catalog was created with another
+        ``commit_time_limit_millis``), which is what makes deleting safe
+        beside writers (spec/transactions.md §8.5). ``allow_short_grace``
+        lifts that check, for a catalog nobody writes to meanwhile.
 
         Raises:
             InvalidArgumentError: ``older_than`` is not a timezone-aware
-                datetime, ``keep_last`` not a positive integer, or
-                ``grace_seconds`` not a finite number >= 0.
+                datetime, ``keep_last`` not a positive integer,
+                ``grace_seconds`` not a finite number >= 0, or shorter than
+                twice the commit time limit without ``allow_short_grace``.
             CorruptCatalogError: a kept file is missing or damaged, or a pin
                 or export record cannot be read (the error names it and how
                 to fix it); nothing is deleted then.
@@ -341,6 +349,11 @@ class Catalog:
         if keep_last is not None:
             validate.require_int("keep_last", keep_last, 1, MAX_VERSION + 1)
         validate.require_seconds("grace_seconds", grace_seconds)
+        validate.require_bool("allow_short_grace", allow_short_grace)
+        # Before anything that decides what is kept is read (§8.3 step 0).
+        started = time.time() * 1000
+        if not allow_short_grace:
+            maintenance.check_grace(self._store, grace_seconds)
         listed = self.list_transactions(include_expired=True)
         now = time.time() * 1000
         expired = [t.id for t in listed if t.expires_at_millis < now]
@@ -348,7 +361,7 @@ class Catalog:
             drop_transaction_objects(self._store, expired)
         open_txns = {t.id: t.begin_version for t in listed if t.expires_at_millis >= now}
         return maintenance.expire_versions(
-            self._store, older_than, keep_last, grace_seconds, open_txns
+            self._store, older_than, keep_last, started - grace_seconds * 1000, open_txns
         )
 
     def fsck(self) -> FileCheck:

@@ -429,7 +429,10 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
     older = _parse_time(args.older_than) if args.older_than else None
     with out.status("expiring versions and removing unreachable files"):
         res = cat.expire_versions(
-            older_than=older, keep_last=args.keep_last, grace_seconds=args.grace_seconds
+            older_than=older,
+            keep_last=args.keep_last,
+            grace_seconds=args.grace_seconds,
+            allow_short_grace=args.allow_short_grace,
         )
     data = {
         "oldest_version": res.oldest_version,
@@ -734,7 +737,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace-seconds",
         type=float,
         default=3600.0,
-        help="never delete files younger than this (default 3600)",
+        help="never delete files younger than this (default 3600; at least twice the "
+        "catalog's commit time limit, 600 by default)",
+    )
+    p.add_argument(
+        "--allow-short-grace",
+        action="store_true",
+        help="allow a grace period below twice the commit time limit: only while nobody "
+        "writes to the catalog",
     )
 
     p = add(

@@ -23,7 +23,11 @@ DEFAULTS: dict[str, Any] = {
     "node_compression": "zstd",
     "default_isolation": "snapshot",
     "distributed_txn_ttl_millis": 24 * 3600 * 1000,
+    "commit_time_limit_millis": 300_000,
 }
+#: The commit time limit of a catalog whose definition has none (written
+#: before the field existed): spec/transactions.md §8.5.
+DEFAULT_COMMIT_TIME_LIMIT_MILLIS = 300_000
 _RANGES = {
     "format_version": (1, FORMAT_VERSION),
     "namespace_name_max_size": (1, 1024),
@@ -32,7 +36,11 @@ _RANGES = {
     "node_order": (3, 65536),
     "inline_value_max_bytes": (0, 1 << 30),
     "distributed_txn_ttl_millis": (1, 1 << 62),
+    "commit_time_limit_millis": (1, 1 << 62),
 }
+#: Fields a stored definition may leave absent (zero): they postdate catalogs
+#: that are still read, and zero stands for a documented default.
+_ABSENT_MEANS_DEFAULT = frozenset({"commit_time_limit_millis"})
 _CHOICES = {
     "node_compression": ("none", "zstd", "lz4"),
     "default_isolation": ("snapshot", "serializable"),
@@ -74,6 +82,11 @@ def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
     return definition
 
 
+def commit_time_limit_millis(definition: CatalogDefinition) -> int:
+    """The catalog's commit time limit ``L`` (spec/transactions.md §8.5)."""
+    return int(definition.commit_time_limit_millis) or DEFAULT_COMMIT_TIME_LIMIT_MILLIS
+
+
 def stored_definition_problem(definition: CatalogDefinition) -> str | None:
     """What is wrong with a definition read from a root, or ``None``.
 
@@ -88,6 +101,8 @@ def stored_definition_problem(definition: CatalogDefinition) -> str | None:
         if name == "format_version":
             continue  # a newer one is refused as unsupported, not as damage (§7)
         value = int(getattr(definition, name))
+        if value == 0 and name in _ABSENT_MEANS_DEFAULT:
+            continue
         if not low <= value <= high:
             return f"has {name} = {value}, outside [{low}, {high}]"
     for name, choices in _CHOICES.items():

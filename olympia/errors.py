@@ -150,6 +150,13 @@ class CommitFailedError(OlympiaError):
     """
 
 
+class CommitTimeoutError(CommitFailedError):
+    """The commit took longer than the catalog's commit time limit between
+    writing its first new file and publishing its root, so it published
+    nothing (spec/transactions.md §8.5): the catalog is unchanged, and
+    trying again is safe. Unlike its base class, the outcome is known."""
+
+
 class TransactionClosedError(OlympiaError):
     """The transaction was already committed, rolled back or failed."""
 

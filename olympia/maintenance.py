@@ -13,10 +13,12 @@ from typing import Any
 
 from olympia import layout, tree
 from olympia.codec import decode_node
+from olympia.definition import commit_time_limit_millis
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
     CorruptCatalogError,
+    InvalidArgumentError,
     InvalidNameError,
     OlympiaError,
     StorageError,
@@ -712,15 +714,34 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
     return _Kept(floor, latest, roots, pinned, files, action_roots, broken, missing, bad_records)
 
 
+def check_grace(store: CatalogStore, grace_seconds: float) -> None:
+    """Refuse a grace period shorter than twice the catalog's commit time
+    limit (spec/transactions.md §8.3 step 0, §8.5).
+
+    Raises:
+        InvalidArgumentError: it is.
+    """
+    limit = commit_time_limit_millis(store.load_latest().definition) / 1000
+    if grace_seconds < 2 * limit:
+        raise InvalidArgumentError(
+            f"grace_seconds {grace_seconds:g} is shorter than twice the catalog's commit time "
+            f"limit ({limit:g} s): files of commits in flight could be deleted. Use at least "
+            f"{2 * limit:g}, or allow_short_grace (--allow-short-grace) when nobody writes to "
+            f"the catalog while expiration runs"
+        )
+
+
 def expire_versions(
     store: CatalogStore,
     older_than: datetime | None,
     keep_last: int | None,
-    grace_seconds: float,
+    cutoff_millis: float,
     open_transactions: dict[str, int],
 ) -> ExpireResult:
     """Move the floor and delete what no retained version, pin or open
-    distributed transaction can reach (spec/transactions.md §8.3)."""
+    distributed transaction can reach (spec/transactions.md §8.3): of
+    those, the files created before ``cutoff_millis`` (the start of the run,
+    read before ``open_transactions``, minus the grace period)."""
     if keep_last is not None and keep_last < 1:
         raise OlympiaError("keep_last must be at least 1")
     latest = store.latest_version()
@@ -760,7 +781,7 @@ def expire_versions(
         else:
             store.storage.delete(layout.root_path(v))
         deleted_roots += 1
-    cutoff = (time.time() - grace_seconds) * 1000
+    cutoff = cutoff_millis
     deleted_files = 0
     for folder in (layout.NODE_DIR, layout.DEF_DIR, layout.ACT_DIR):
         for path in store.storage.list(folder):
@@ -775,7 +796,7 @@ def expire_versions(
         if pin.lapsed(now):
             store.storage.delete(pin.path)
             deleted_pins += 1
-    deleted_tmp = store.storage.remove_temporary_files(grace_seconds)
+    deleted_tmp = store.storage.remove_temporary_files(cutoff_millis / 1000)
     return ExpireResult(
         floor, deleted_roots, deleted_files, deleted_pins, deleted_tmp, tuple(kept.broken)
     )

@@ -41,11 +41,12 @@ from olympia.codec import (
     encode_node,
     transaction_ids,
 )
-from olympia.definition import stored_definition_problem
+from olympia.definition import commit_time_limit_millis, stored_definition_problem
 from olympia.errors import (
     CatalogNotFoundError,
     CommitConflictError,
     CommitFailedError,
+    CommitTimeoutError,
     CorruptCatalogError,
     StorageError,
     StorageFileExistsError,
@@ -169,17 +170,25 @@ class PreparedActions:
         compression = definition.node_compression or "none"
         self.data = encode_actions(transaction_id, actions(), count, _now_millis(), compression)
 
-    def name(self) -> str | None:
-        """The path to publish, renamed when the current name is old."""
+    def name(self, limit_millis: int) -> str | None:
+        """The path to publish, renamed when the current name is older than
+        a minute or half the commit time limit ``limit_millis``
+        (spec/transactions.md §8.5)."""
         if self.data is None:
             return None
         now = _now_millis()
-        if self.path is None or now - self._named_at > _ACTION_FILE_RENAME_MILLIS:
+        rename_after = min(_ACTION_FILE_RENAME_MILLIS, limit_millis // 2)
+        if self.path is None or now - self._named_at > rename_after:
             if self._digest is None:
                 self._digest = layout.content_digest(self.data)
             self.path = layout.action_path(self.data, now, self._digest)
             self._named_at = now
         return self.path
+
+    @property
+    def named_at(self) -> int:
+        """When :meth:`name` last named the action file (its creation time)."""
+        return self._named_at
 
 
 def _now_millis() -> int:
@@ -888,17 +897,23 @@ class CatalogStore:
         isolation: str = "",
         serialized_before: Sequence[int] = (),
         after_put: Callable[[], None] | None = None,
+        written_since: int | None = None,
     ) -> Root:
         """Publish ``root`` as ``version`` (see the module docstring).
 
         ``after_put`` is called once the outcome of the put of the root is
         visible, perhaps before it is durable (the caller lets go of the
         host's publish lock there, spec/transactions.md §3.1); it may be
-        called more than once.
+        called more than once. ``written_since`` is the creation time of
+        the oldest file the root depends on that the caller wrote earlier
+        (a distributed transaction's first state), for the commit time
+        limit (spec/transactions.md §8.5).
 
         Raises:
             CommitConflictError: rule ``version-taken``: another writer
                 published ``version`` first. Nothing reachable changed.
+            CommitTimeoutError: the root was not put because the commit
+                time limit had passed since its oldest new file was written.
             CommitFailedError: storage failed; ``version`` was not published
                 by this call as far as could be checked.
         """
@@ -917,10 +932,15 @@ class CatalogStore:
             sizes.append(len(data))
             puts.put(file_path, data)
 
-        action_file = actions.name()
-        if action_file is not None and action_file != actions.written:
-            assert actions.data is not None
-            emit(action_file, actions.data)
+        limit = commit_time_limit_millis(definition)
+        # Every file this call writes is named after ``oldest`` (§8.5).
+        oldest = _now_millis() if written_since is None else min(_now_millis(), written_since)
+        action_file = actions.name(limit)
+        if action_file is not None:
+            oldest = min(oldest, actions.named_at)
+            if action_file != actions.written:
+                assert actions.data is not None
+                emit(action_file, actions.data)
         inline: list[bytes] = []
         stored_root, written = self._materialize(
             root,
@@ -959,7 +979,7 @@ class CatalogStore:
             ) from failed[0]
         actions.written = action_file
         path = layout.root_path(version)
-        if not self._put_root(version, staged, root_bytes, after_put):
+        if not self._put_root(version, staged, root_bytes, after_put, (oldest, limit)):
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
             # published identical files under the same names.
@@ -1010,14 +1030,20 @@ class CatalogStore:
         compression = definition.node_compression or "none"
         format_version = int(definition.format_version)
         inline_max = int(definition.inline_value_max_bytes)
+        limit = commit_time_limit_millis(definition)
         puts = self.storage.put_group(self._executor().submit)
         prepared: list[tuple[Root, bytes, list[tuple[str, Node]]]] = []
+        #: The creation time of each link's oldest new file (§8.5).
+        oldest: list[int] = []
         for i, link in enumerate(links):
             version = base.version + 1 + i
-            action_file = link.actions.name()
-            if action_file is not None and action_file != link.actions.written:
-                assert link.actions.data is not None
-                puts.put(action_file, link.actions.data)
+            oldest.append(_now_millis())
+            action_file = link.actions.name(limit)
+            if action_file is not None:
+                oldest[-1] = min(oldest[-1], link.actions.named_at)
+                if action_file != link.actions.written:
+                    assert link.actions.data is not None
+                    puts.put(action_file, link.actions.data)
             inline: list[bytes] = []
             stored, written = self._materialize(
                 link.tree, inline_max, compression, puts.put, format_version, version, inline
@@ -1060,10 +1086,13 @@ class CatalogStore:
                 st.discard()
             outcome.error = failed[0]
             return outcome
-        for (root, data, written), st in zip(prepared, staged, strict=False):
+        for (root, data, written), st, since in zip(prepared, staged, oldest, strict=False):
             try:
-                if not self._put_root(root.version, st, data):
+                if not self._put_root(root.version, st, data, None, (since, limit)):
                     break
+            except CommitTimeoutError as exc:  # nothing put: the chain ends before it
+                outcome.error = exc
+                break
             except CommitFailedError as exc:
                 outcome.unknown = True
                 outcome.error = exc
@@ -1088,16 +1117,30 @@ class CatalogStore:
         version: int,
         staged: Staged,
         data: bytes,
-        placed: Callable[[], None] | None = None,
+        placed: Callable[[], None] | None,
+        written: tuple[int, int],
     ) -> bool:
         """Put the staged root ``data`` of ``version`` (put-if-absent); True
         when it is ours that is there, False when another writer's is (then
-        cached, for the loser to rebase on).
+        cached, for the loser to rebase on). ``written`` is (the creation
+        time of the oldest new file the root names, the commit time limit):
+        the root is put only if the clock, read just before, is within the
+        limit of that time (spec/transactions.md §8.5).
 
         Raises:
+            CommitTimeoutError: the limit has passed; nothing was put.
             CommitFailedError: the outcome is unknown.
         """
         path = layout.root_path(version)
+        since, limit = written
+        elapsed = _now_millis() - since
+        if elapsed > limit:
+            staged.discard()
+            raise CommitTimeoutError(
+                f"version {version} was not published: {elapsed / 1000:.3f} s passed since its "
+                f"first new file was written, more than the catalog's commit time limit of "
+                f"{limit / 1000:g} s (spec/transactions.md §8.5); nothing changed, try again"
+            )
         try:
             self.storage.put_staged(path, staged, placed=placed)  # consumes it
             return True

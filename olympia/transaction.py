@@ -29,6 +29,7 @@ from olympia.definition import ISOLATION_LEVELS
 from olympia.errors import (
     CommitConflictError,
     CommitFailedError,
+    CommitTimeoutError,
     CorruptCatalogError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -347,6 +348,10 @@ class Transaction(CatalogReader):
         #: Whether another writer of this host published this transaction for
         #: it (group commit, spec/transactions.md §3.2): set by :meth:`commit`.
         self.published_by_holder = False
+        #: The creation time of a file written before the commit that the
+        #: published version depends on (a distributed transaction's first
+        #: state, for the commit time limit, spec/transactions.md §8.5).
+        self._written_since: int | None = None
         for action in actions:
             if is_write(action):
                 try:
@@ -1061,6 +1066,7 @@ class Transaction(CatalogReader):
                 )
             )
 
+        timeouts = 0
         try:
             for attempt in range(1, self.max_attempts + 1):
                 # The writers of this host publish one at a time (§3.1): under the
@@ -1114,6 +1120,9 @@ class Transaction(CatalogReader):
                             holder.tidy()
                         if outcome.published:
                             return outcome.published[0].version
+                        if isinstance(outcome.error, CommitTimeoutError):
+                            timeouts = _count_timeout(outcome.error, timeouts)
+                            continue
                         if outcome.error is not None:
                             state_word = "unknown" if outcome.unknown else "not published"
                             raise CommitFailedError(
@@ -1134,11 +1143,16 @@ class Transaction(CatalogReader):
                                 isolation=self.isolation,
                                 serialized_before=serialized_before,
                                 after_put=lock.release,
+                                written_since=self._written_since,
                             )
                         except CommitConflictError as exc:
                             if exc.rule != "version-taken":
                                 raise
                             lost = target.version + 1
+                        except CommitTimeoutError as exc:
+                            # Again on the same base, every file under a new name.
+                            timeouts = _count_timeout(exc, timeouts)
+                            continue
                         else:
                             return done.version
                 finally:
@@ -1172,6 +1186,7 @@ class Transaction(CatalogReader):
         return (
             GROUP_COMMIT
             and self._dist is None
+            and self._written_since is None  # the chain does not carry it
             and self._root.format_version >= 2  # a format-1 holder publishes none
             and not _UNSAFE_SKIP_CONFLICT_CHECKS
         )
@@ -1514,6 +1529,19 @@ class Transaction(CatalogReader):
         return f"Transaction(id={self.id!r}, isolation={self.isolation!r}, begin_version={self.begin_version}, status={self._status!r})"
 
 
+#: Attempts in a row that may pass the commit time limit before a commit
+#: fails with CommitTimeoutError (spec/transactions.md §8.5).
+_TIMEOUTS_ALLOWED = 1
+
+
+def _count_timeout(exc: CommitTimeoutError, timeouts: int) -> int:
+    """One more attempt that passed the commit time limit; raise ``exc``
+    when too many did in a row."""
+    if timeouts >= _TIMEOUTS_ALLOWED:
+        raise exc
+    return timeouts + 1
+
+
 class _PublishedByHolder(Exception):
     """Another writer of this host published this transaction (§3.2)."""
 
@@ -1725,6 +1753,8 @@ def _publish_object(
     action = apb.Action(type=cast(Any, action_type), object_key=keys.transaction(txn_id))
     if record is not None:
         action.transaction.CopyFrom(record)
+        if action_type == A.TRANSACTION_CREATE:  # its state files are older (§8.5)
+            txn._written_since = int(record.created_at_millis)
     if claim:
         action.claim = claim
     txn._write(action)

@@ -174,8 +174,8 @@ class FaultyStorage(Storage):
     def temporary_files(self) -> builtins.list[tuple[str, float]]:
         return self.inner.temporary_files()
 
-    def remove_temporary_files(self, older_than_seconds: float) -> int:
-        return self.inner.remove_temporary_files(older_than_seconds)
+    def remove_temporary_files(self, modified_before: float) -> int:
+        return self.inner.remove_temporary_files(modified_before)
 
     def close(self) -> None:
         """Nothing to release: the inner storage belongs to whoever opened it."""

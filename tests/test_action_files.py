@@ -135,13 +135,13 @@ def test_expiration_keeps_action_files_of_kept_roots_only(tmp_path):
     _bulk(cat, prefix="b")
     second = next(p for p in _action_files(path) if p != first)
     assert _clean(cat.fsck())
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert _action_files(path) == [second]
     check = cat.fsck()
     assert _clean(check) and check.missing == ()
     with cat.transaction() as t:
         t.drop_table("ns", "a0")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert _action_files(path) == []  # the latest version (one table) has none
     assert len(cat.latest().list_tables("ns")) == 2 * N - 1
 
@@ -364,13 +364,20 @@ def test_an_old_action_file_name_is_renewed_before_it_is_published_again(monkeyp
     actions = [(f"AAAC{i}", b"\x08\x0a") for i in range(INLINE_ACTIONS_MAX + 1)]
     prepared = store_module.PreparedActions(lambda: actions, len(actions), "t", definition)
     assert prepared.inline == () and prepared.data is not None
-    first = prepared.name()
+    limit = 300_000
+    first = prepared.name(limit)
     assert first is not None and first.startswith("act/")
-    assert prepared.name() == first  # soon after: the same name
+    assert prepared.name(limit) == first  # soon after: the same name
     now = store_module._now_millis()
     monkeypatch.setattr(store_module, "_now_millis", lambda: now + 61_000)
-    renewed = prepared.name()
+    renewed = prepared.name(limit)
     assert renewed is not None and renewed != first
     assert layout.created_millis(renewed) == now + 61_000
     assert renewed.split("-")[1] == first.split("-")[1]  # same digest: same content
     assert layout.content_matches(renewed, prepared.data)
+    # A short commit time limit renames sooner: after half of it (§8.5).
+    monkeypatch.setattr(store_module, "_now_millis", lambda: now + 61_000 + 999)
+    assert prepared.name(2_000) == renewed
+    monkeypatch.setattr(store_module, "_now_millis", lambda: now + 61_000 + 1_001)
+    sooner = prepared.name(2_000)
+    assert sooner is not None and layout.created_millis(sooner) == now + 62_001

@@ -179,10 +179,11 @@ def _rows() -> list[Row]:
     add(
         "Catalog",
         "expire_versions",
-        {"grace_seconds": 0},
+        {"grace_seconds": 0, "allow_short_grace": True},
         older_than=OPTIONAL_DATETIME,
         keep_last=KEEP_LAST,
         grace_seconds=SECONDS,
+        allow_short_grace=BOOL,
     )
 
     # reads: on a read-only version and on transactions

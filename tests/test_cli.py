@@ -144,7 +144,9 @@ def test_rollback_export_expire(lake: str, tmp_path: Path) -> None:
     assert olympia.load_catalog(target).latest().list_tables("sales") == ["orders"]
     again = run("export", "nightly", str(tmp_path / "other"), warehouse=lake)
     assert again.returncode != 0 and "nightly" in again.stderr
-    res = run_json("expire", "--keep-last", "1", "--grace-seconds", "0", warehouse=lake)
+    res = run_json(
+        "expire", "--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace", warehouse=lake
+    )
     assert res["oldest_version"] == 4
     assert res["deleted_roots"] >= 3
     assert run("ls", "--version", "1", warehouse=lake).returncode == 2
@@ -299,3 +301,21 @@ def test_graph_writes_an_svg_of_history_and_shared_nodes(lake: str, tmp_path: Pa
     assert "dashed" not in text and "stroke-dasharray" in text  # the rebased version 3
     res = run("graph", "--svg", str(tmp_path / "no" / "such" / "dir.svg"), warehouse=lake)
     assert res.returncode == 2 and "cannot write" in res.stderr
+
+
+def test_expire_refuses_a_grace_period_shorter_than_twice_the_commit_time_limit(tmp_path):
+    uri = str(tmp_path / "lake")
+    cat = olympia.create_catalog(uri, commit_time_limit_millis=60_000)
+    for name in ("a", "b"):
+        with cat.transaction() as t:
+            t.create_namespace(name)
+    res = run("expire", "--keep-last", "1", "--grace-seconds", "0", warehouse=uri)
+    assert res.returncode == 2
+    said = " ".join(res.stderr.split())
+    assert "commit time limit (60 s)" in said and "--allow-short-grace" in said
+    assert "Traceback" not in res.stderr
+    assert olympia.load_catalog(uri).oldest_version == 0
+    data = run_json(
+        "expire", "--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace", warehouse=uri
+    )
+    assert data["oldest_version"] == 2

@@ -28,6 +28,7 @@ import olympia
 from olympia import layout, maintenance
 from olympia.errors import (
     CommitConflictError,
+    CommitTimeoutError,
     CorruptCatalogError,
     OlympiaError,
     StorageError,
@@ -39,8 +40,10 @@ from olympia.storage import MemoryStorage, Storage
 BIG = {"doc": "x" * 200}  # table properties large enough for a definition file
 
 
-def _new(uri: str, opts: dict[str, Any] | None = None) -> olympia.Catalog:
-    return olympia.create_catalog(uri, opts or {}, node_order=3, inline_value_max_bytes=64)
+def _new(uri: str, opts: dict[str, Any] | None = None, **definition: Any) -> olympia.Catalog:
+    return olympia.create_catalog(
+        uri, opts or {}, node_order=3, inline_value_max_bytes=64, **definition
+    )
 
 
 def _fill(cat: olympia.Catalog, prefix: str, count: int = 6) -> None:
@@ -89,7 +92,7 @@ def test_rollback_to_an_expired_version_is_refused_even_when_its_root_is_cached(
     _replace_all(cat, "b", "c")  # version 3
     other = olympia.load_catalog(uri, opts)
     assert other.at_version(1).list_tables("n") == [f"a{i}" for i in range(6)]  # cached
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     with pytest.raises(VersionNotFoundError, match="expired"):
         other.rollback_to(1)
     assert other.version == 3
@@ -106,7 +109,7 @@ def test_rollback_removes_its_pin_and_keeps_the_version_reachable(any_storage_lo
     _replace_all(cat, "a", "b")
     assert cat.rollback_to(1) == 3
     assert cat.store.storage.list(maintenance.PIN_DIR) == []
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert _fresh(cat).latest().list_tables("n") == [f"a{i}" for i in range(6)]
     assert cat.fsck().clean
 
@@ -125,7 +128,7 @@ def test_views_and_transactions_of_an_expired_version_say_it_was_expired(
     txn = reader.begin()  # begins at version 1; nothing read yet
     _replace_all(cat, "a", "b")
     _replace_all(cat, "b", "c")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     for read in (
         lambda: view.list_tables("n"),
         lambda: view.describe_table("n", "a3"),
@@ -167,7 +170,7 @@ def test_export_racing_an_expiration_is_pinned_from_its_start(tmp_path, monkeypa
             raced.append(path)
             _replace_all(other, "b", "c")
             _replace_all(other, "c", "d")
-            other.expire_versions(keep_last=1, grace_seconds=0)
+            other.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
         copy(source, target, path)
 
     monkeypatch.setattr(maintenance, "_copy", copy_then_race)
@@ -182,10 +185,10 @@ def test_export_racing_an_expiration_is_pinned_from_its_start(tmp_path, monkeypa
     check = cat.fsck()  # the pinned version 2 is complete
     assert check.ok and check.kept_versions == (2, 4), check
     assert _fresh(cat).latest().list_tables("n") == [f"d{i}" for i in range(6)]
-    cat.expire_versions(grace_seconds=0)  # later expirations keep working
+    cat.expire_versions(grace_seconds=0, allow_short_grace=True)  # later expirations keep working
     assert cat.fsck().clean
     cat.drop_export("snap")
-    cat.expire_versions(grace_seconds=0)
+    cat.expire_versions(grace_seconds=0, allow_short_grace=True)
     assert cat.store.storage.read(layout.root_path(2)) == layout.EXPIRED_ROOT
     assert cat.fsck().clean
 
@@ -247,10 +250,10 @@ def test_roots_freed_by_drop_export_are_reclaimed(any_storage_location, tmp_path
     _fill(cat, "a")  # version 1: exported
     cat.export_snapshot("snap", str(tmp_path / "x"), mode="minimal")
     _replace_all(cat, "a", "b")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert layout.root_path(1) in cat.store.storage.list(layout.VERSION_DIR)
     cat.drop_export("snap")
-    result = cat.expire_versions(keep_last=1, grace_seconds=0)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.deleted_roots == 1 and result.deleted_files > 0
     assert cat.store.storage.read(layout.root_path(1)) == layout.EXPIRED_ROOT
     check = cat.fsck()
@@ -267,7 +270,7 @@ def test_roots_left_below_the_floor_by_a_killed_expiration_are_reclaimed(tmp_pat
     assert {o for o in cat.fsck().orphans if o.startswith("vn/")} == {
         layout.root_path(v) for v in (0, 1, 2)
     }
-    result = cat.expire_versions(keep_last=1, grace_seconds=0)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.deleted_roots == 3
     assert cat.fsck().clean
 
@@ -282,10 +285,10 @@ def test_temporary_files_of_killed_writers_are_removed(tmp_path):
     an_hour_ago = time.time() - 3600
     os.utime(old, (an_hour_ago, an_hour_ago))
     assert {".olympia-tmp/dead.tmp", ".olympia-tmp/inflight.tmp"} <= set(cat.fsck().orphans)
-    result = cat.expire_versions(grace_seconds=60)
+    result = cat.expire_versions(grace_seconds=60, allow_short_grace=True)
     assert result.deleted_temporary_files == 1
     assert not old.exists() and young.exists()
-    assert cat.expire_versions(grace_seconds=0).deleted_temporary_files == 1
+    assert cat.expire_versions(grace_seconds=0, allow_short_grace=True).deleted_temporary_files == 1
     assert cat.fsck().clean
 
 
@@ -294,18 +297,18 @@ def test_a_broken_pin_does_not_stop_expiration(tmp_path):
     _fill(cat, "a")
     _replace_all(cat, "a", "b")
     _replace_all(cat, "b", "c")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     # An export recorded by an earlier release after expiration deleted its version.
     record = {"name": "late", "version": 1, "target": "x", "mode": "full", "created_at_millis": 1}
     cat.store.storage.put_if_absent("exports/late.json", json.dumps(record).encode())
     for _ in range(2):
-        result = cat.expire_versions(keep_last=1, grace_seconds=0)
+        result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
         assert result.oldest_version == 3
         assert len(result.broken_pins) == 1 and "exports/late.json" in result.broken_pins[0]
     check = cat.fsck()
     assert check.missing == (layout.root_path(1),)
     cat.drop_export("late")
-    assert cat.expire_versions(grace_seconds=0).broken_pins == ()
+    assert cat.expire_versions(grace_seconds=0, allow_short_grace=True).broken_pins == ()
     assert cat.fsck().clean
 
 
@@ -318,12 +321,12 @@ def test_lapsed_pins_are_ignored_and_removed(tmp_path):
     cat.store.storage.put_if_absent("pins/stale.json", json.dumps(stale).encode())
     cat.store.storage.put_if_absent("pins/live.json", json.dumps(live).encode())
     assert "pins/stale.json" in cat.fsck().orphans
-    result = cat.expire_versions(keep_last=1, grace_seconds=0)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.deleted_pins == 1 and result.deleted_roots == 1  # version 0 only
     assert cat.store.storage.list("pins") == ["pins/live.json"]
     assert cat.fsck().kept_versions == (1, 2)
     cat.store.storage.delete("pins/live.json")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     check = cat.fsck()
     assert check.clean and check.kept_versions == (2,)
 
@@ -381,7 +384,7 @@ def _messy_catalog(cat: olympia.Catalog, tmp_path: Path, label: str) -> dict[int
 
 def _check_converged(cat: olympia.Catalog, expected: dict[int, list[str]]) -> None:
     fresh = _fresh(cat)
-    result = fresh.expire_versions(keep_last=2, grace_seconds=0)
+    result = fresh.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
     check = fresh.fsck()
     assert check.clean, check
     assert result.broken_pins == ()
@@ -416,7 +419,7 @@ def test_expiration_crashing_at_every_storage_call_converges(tmp_path):
     counting = FaultyStorage(_clone(base.store.storage, f"crash-count-{tag}").store.storage)
     counted = olympia.load_catalog(counting)
     counting.reset()  # count the calls of the expiration only
-    counted.expire_versions(keep_last=2, grace_seconds=0)
+    counted.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
     calls = counting.count
     assert calls > 30
     stopped = 0
@@ -427,7 +430,7 @@ def test_expiration_crashing_at_every_storage_call_converges(tmp_path):
             crashing = olympia.load_catalog(wrapped)
             wrapped.arm(k, FAIL)
             try:
-                crashing.expire_versions(keep_last=2, grace_seconds=0)
+                crashing.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
             except OlympiaError:
                 stopped += 1  # the crash point: the run stops there
             assert wrapped.hit is not None and wrapped.hit.number == k
@@ -447,7 +450,7 @@ _EXPIRE_CHILD = textwrap.dedent(
     cat = olympia.load_catalog(sys.argv[1])
     print("ready", flush=True)
     sys.stdin.readline()
-    cat.expire_versions(keep_last=2, grace_seconds=0)
+    cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
     print("done", flush=True)
     """
 )
@@ -555,24 +558,35 @@ def test_latest_version_is_never_missing_while_expiration_runs(tmp_path):
 
 def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
     uri = str(tmp_path / "c")
-    cat = _new(uri)
+    # A commit time limit of 0.5 s lets expiration run with a grace of 1 s
+    # beside the writers (spec/transactions.md §8.5).
+    cat = _new(uri, commit_time_limit_millis=500)
     _fill(cat, "a")
     _fill(cat, "b")  # version 2: every version from here holds namespace n
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     rng = random.Random(3)
     lock = threading.Lock()
     counter = iter(range(10**9))
-    outcomes: dict[str, int] = {"rolled_back": 0, "exported": 0, "refused": 0, "read": 0}
+    outcomes: dict[str, int] = {
+        "rolled_back": 0,
+        "exported": 0,
+        "refused": 0,
+        "read": 0,
+        "timed_out": 0,
+    }
     exports: list[tuple[str, str]] = []
     writer, roller, exporter, reader, expirer = (olympia.load_catalog(uri) for _ in range(5))
 
     def write() -> None:
         i = next(counter)
-        with contextlib.suppress(CommitConflictError), writer.transaction() as t:
-            t.create_table("n", f"w{i}", f"m/w{i}", BIG)
-            if i % 3 == 0:
-                for name in t.list_tables("n")[:2]:
-                    t.drop_table("n", name)
+        try:
+            with contextlib.suppress(CommitConflictError), writer.transaction() as t:
+                t.create_table("n", f"w{i}", f"m/w{i}", BIG)
+                if i % 3 == 0:
+                    for name in t.list_tables("n")[:2]:
+                        t.drop_table("n", name)
+        except CommitTimeoutError:  # a commit slower than the limit publishes nothing
+            outcomes["timed_out"] += 1
 
     def rollback() -> None:
         low, high = roller.oldest_version, roller.version
@@ -582,6 +596,9 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
             new = roller.rollback_to(target)
         except VersionNotFoundError:
             outcomes["refused"] += 1
+            return
+        except CommitTimeoutError:
+            outcomes["timed_out"] += 1
             return
         view = olympia.load_catalog(uri).at_version(new)  # the whole tree is readable
         for table in view.list_tables("n"):
@@ -636,7 +653,7 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
     for name, _ in exports:
         cat.drop_export(name)
     time.sleep(1.1)
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     check = cat.fsck()
     assert check.clean, check
 
@@ -656,11 +673,13 @@ def test_the_record_of_a_killed_export_lapses(tmp_path):
     running = dict(killed, name="running", renewed_at_millis=int(time.time() * 1000))
     cat.store.storage.put_if_absent("exports/killed.json", json.dumps(killed).encode())
     cat.store.storage.put_if_absent("exports/running.json", json.dumps(running).encode())
-    result = cat.expire_versions(keep_last=1, grace_seconds=0)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.deleted_pins == 1 and result.deleted_roots == 0  # 0 and 1 still pinned
     assert cat.store.storage.list("exports") == ["exports/running.json"]
     cat.store.storage.delete("exports/running.json")
-    assert cat.expire_versions(keep_last=1, grace_seconds=0).deleted_roots == 2
+    assert (
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True).deleted_roots == 2
+    )
     assert cat.fsck().clean
 
 

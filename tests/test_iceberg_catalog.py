@@ -371,7 +371,9 @@ def test_catalog_maintenance_leaves_table_files_alone(tmp_path: Path) -> None:
     assert report.ok
     assert not [o for o in report.orphans if ".db/" in str(o)]
     cat.olympia.expire_versions(
-        older_than=datetime.datetime.now(datetime.timezone.utc), grace_seconds=0
+        older_than=datetime.datetime.now(datetime.timezone.utc),
+        grace_seconds=0,
+        allow_short_grace=True,
     )
     assert table_files(root) == files
     assert ids_of(cat.load_table("ns.t")) == [0, 1, 2]

@@ -128,7 +128,7 @@ def _child_refs(store, node):
 
 def test_expire_keeps_what_is_reachable(cat):
     before = _tables(cat.latest())
-    result = cat.expire_versions(keep_last=2, grace_seconds=0)
+    result = cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == 5 and cat.oldest_version == 5
     # Each one-table commit carried its new nodes inline in its root; the
     # roots whose inline nodes versions 5 and 6 still use stay whole below
@@ -168,7 +168,7 @@ def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
     open_txn.distribute()  # version 8 creates its object; it began at 7
     with cat.transaction() as t:
         t.drop_table("n", "t1")
-    result = cat.expire_versions(grace_seconds=0)
+    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == 7  # held back by the open transaction
     assert _tables(cat.at_version(7)) == ["t1", "t2", "t3", "t4"]
     assert (
@@ -182,7 +182,7 @@ def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
     cat.drop_export("pin")
     with pytest.raises(OlympiaError, match="no export"):
         cat.drop_export("pin")
-    result = cat.expire_versions(grace_seconds=0)
+    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == cat.version
     assert _tables(cat.latest()) == ["pending", "t2", "t3", "t4"]
     assert cat.store.storage.list("dtxn") == []  # the ended transaction's states are gone
@@ -202,7 +202,7 @@ def test_expire_by_time(cat):
     # same millisecond as version 4 is also "created at or before" the cut.
     expected = max(h.version for h in history if h.created_at <= cut)
     time.sleep(0.002)
-    result = cat.expire_versions(older_than=cut, grace_seconds=0)
+    result = cat.expire_versions(older_than=cut, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == expected >= 4
     # Version k holds the tables created by versions 2 .. k.
     assert _tables(cat.at_version(expected)) == [f"t{i}" for i in range(expected - 1)]
@@ -220,7 +220,7 @@ def test_stale_commit_below_a_new_floor_is_refused(tmp_path):
     for i in range(3):
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     # Version 1, the one the stale writer would publish, is an expired-root
     # marker now: its put cannot succeed, and the versions it would have to
     # check are gone.
@@ -244,7 +244,7 @@ def test_expired_roots_become_markers_that_no_writer_can_publish_over(any_storag
     for i in range(4):
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
-    result = cat.expire_versions(keep_last=2, grace_seconds=0)
+    result = cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True)
     assert (result.oldest_version, result.deleted_roots) == (3, 3)
     storage = cat.store.storage
     for v in (0, 1, 2):
@@ -252,7 +252,9 @@ def test_expired_roots_become_markers_that_no_writer_can_publish_over(any_storag
         with pytest.raises(olympia.errors.StorageFileExistsError):
             storage.put_if_absent(layout.root_path(v), b"anything")
     # a second run finds nothing left to mark, and fsck counts markers as needed
-    assert cat.expire_versions(keep_last=2, grace_seconds=0).deleted_roots == 0
+    assert (
+        cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True).deleted_roots == 0
+    )
     check = cat.fsck()
     assert check.clean and check.kept_versions == (3, 4), check
     with pytest.raises(olympia.VersionNotFoundError, match="expired"):
@@ -272,7 +274,7 @@ def _stale_writer_then_expiration(cat):
     for i in range(3):
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
-    cat.expire_versions(keep_last=1, grace_seconds=0)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     return stale
 
 

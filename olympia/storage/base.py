@@ -235,9 +235,9 @@ class Storage(ABC):
         """
         return []
 
-    def remove_temporary_files(self, older_than_seconds: float) -> int:
-        """Delete the temporary files last modified more than
-        ``older_than_seconds`` ago; return how many were deleted."""
+    def remove_temporary_files(self, modified_before: float) -> int:
+        """Delete the temporary files last modified before ``modified_before``
+        (seconds since the Unix epoch); return how many were deleted."""
         return 0
 
     def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:

@@ -31,7 +31,6 @@ import errno
 import functools
 import os
 import stat
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -322,8 +321,8 @@ class LocalStorage(Storage):
                         out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime))
         return sorted(out)
 
-    def remove_temporary_files(self, older_than_seconds: float) -> int:
-        cutoff = time.time() - older_than_seconds
+    def remove_temporary_files(self, modified_before: float) -> int:
+        cutoff = modified_before
         removed = 0
         for name, modified in self.temporary_files():
             if modified >= cutoff:
