@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -476,12 +476,24 @@ def test_local_io_error_is_storage_error(tmp_path: Path, monkeypatch: pytest.Mon
 # --- S3 backend -------------------------------------------------------------------
 
 
-def _s3_events(storage: Storage) -> Any:
-    """The botocore event system of this storage's own S3 client."""
-    return storage._fs.s3.meta.events  # type: ignore[attr-defined]
+@pytest.fixture
+def s3_hooks() -> Iterator[Callable[[Storage, str, Callable[..., None]], None]]:
+    """Register a botocore event handler on a storage's S3 client for the
+    test only: storages with equal options share one client, so a handler
+    left behind would reach later tests."""
+    registered: list[tuple[Any, str, Callable[..., None]]] = []
+
+    def register(storage: Storage, event: str, handler: Callable[..., None]) -> None:
+        events = storage._fs.s3.meta.events  # type: ignore[attr-defined]
+        events.register(event, handler)
+        registered.append((events, event, handler))
+
+    yield register
+    for events, event, handler in registered:
+        events.unregister(event, handler)
 
 
-def test_s3_409_conflict_is_retried(s3_location: Location) -> None:
+def test_s3_409_conflict_is_retried(s3_location: Location, s3_hooks: Any) -> None:
     from botocore.exceptions import ClientError
 
     storage = open_storage(*s3_location)
@@ -498,13 +510,13 @@ def test_s3_409_conflict_is_retried(s3_location: Location) -> None:
                 "PutObject",
             )
 
-    _s3_events(storage).register("before-call.s3.PutObject", conflict_once)
+    s3_hooks(storage, "before-call.s3.PutObject", conflict_once)
     storage.put_if_absent("v/00001", b"payload")
     assert len(attempts) == 2
     assert open_storage(*s3_location).read("v/00001") == b"payload"
 
 
-def test_s3_409_forever_is_storage_error(s3_location: Location) -> None:
+def test_s3_409_forever_is_storage_error(s3_location: Location, s3_hooks: Any) -> None:
     from botocore.exceptions import ClientError
 
     storage = open_storage(*s3_location)
@@ -522,7 +534,7 @@ def test_s3_409_forever_is_storage_error(s3_location: Location) -> None:
             "PutObject",
         )
 
-    _s3_events(storage).register("before-call.s3.PutObject", always_conflict)
+    s3_hooks(storage, "before-call.s3.PutObject", always_conflict)
     with pytest.raises(StorageError, match="409") as info:
         storage.put_if_absent("v/00001", b"payload")
     # A 409 says nothing about the file: never reported as "exists".
@@ -531,7 +543,7 @@ def test_s3_409_forever_is_storage_error(s3_location: Location) -> None:
     assert storage.exists("v/00001") is False
 
 
-def test_s3_lost_reply_counts_as_success(s3_location: Location) -> None:
+def test_s3_lost_reply_counts_as_success(s3_location: Location, s3_hooks: Any) -> None:
     from botocore.exceptions import ConnectionClosedError
 
     storage = open_storage(*s3_location)
@@ -543,7 +555,7 @@ def test_s3_lost_reply_counts_as_success(s3_location: Location) -> None:
         if len(puts) == 1:
             raise ConnectionClosedError(endpoint_url="http://moto")
 
-    _s3_events(storage).register("after-call.s3.PutObject", lose_first_reply)
+    s3_hooks(storage, "after-call.s3.PutObject", lose_first_reply)
     storage.put_if_absent("v/00001", b"mine")  # the resend gets 412: still success
     assert len(puts) == 2
     assert storage.read("v/00001") == b"mine"
@@ -559,7 +571,9 @@ def test_s3_lost_reply_with_other_content_is_exists(s3_location: Location) -> No
 
 def test_s3_is_fresh_across_instances(s3_location: Location) -> None:
     writer, prober = open_storage(*s3_location), open_storage(*s3_location)
-    assert writer._fs is not prober._fs  # type: ignore[attr-defined]
+    # Equal options share one client (set up once per process), which must
+    # still never answer from a cache.
+    assert writer._fs is prober._fs  # type: ignore[attr-defined]
     writer.put_if_absent("v/00000", b"zero")
     # Warm every cache the prober could have: a stale answer must not survive.
     assert prober.exists("v/00001") is False
@@ -929,3 +943,16 @@ def test_local_put_group_holds_few_files_open(
     assert all(d.done for d in pending)
     assert [storage.read(f"node/f{i:02d}") for i in range(20)] == [b"x%d" % i for i in range(20)]
     assert storage.temporary_files() == []
+
+
+def test_s3_storages_share_a_client_only_with_equal_options(s3_location: Location) -> None:
+    uri, options = s3_location
+    first, second = open_storage(uri, options), open_storage(uri, dict(options))
+    assert first._fs is second._fs  # type: ignore[attr-defined]
+    other_key = {**options, "key": "someone-else"}
+    third = open_storage(uri, other_key)
+    assert third._fs is not first._fs  # type: ignore[attr-defined]
+    assert third._fs.key == "someone-else"  # type: ignore[attr-defined]
+    assert first._fs.key == options["key"]  # type: ignore[attr-defined]
+    tuned = open_storage(uri, {**options, "config_kwargs": {"max_pool_connections": 8}})
+    assert tuned._fs is not first._fs  # type: ignore[attr-defined]

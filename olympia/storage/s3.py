@@ -7,10 +7,14 @@ key was in flight; the latter says nothing about the outcome and is retried.
 
 Reads and existence checks always go to the server: the catalog discovers
 new versions by probing with ``exists``, so a cached "not there" would hide
-commits. Each storage therefore gets its own ``S3FileSystem`` (no instance
-cache, so options never leak between catalogs) with listings caching off,
-and ``read`` / ``exists`` / ``list`` call S3 directly instead of going through
-s3fs's ``info`` cache.
+commits. Listings caching is therefore off, and ``read`` / ``exists`` /
+``list`` call S3 directly instead of going through s3fs's ``info`` cache.
+
+The first request of a new ``S3FileSystem`` sets up its botocore client,
+which costs 0.1-0.2 s; storages of one process opened with equal options
+(every ``load_catalog`` of one PyIceberg configuration, say) share one
+instance. Options are compared whole, so no setting or credential of one
+catalog ever reaches another, and a forked child makes its own.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hashlib
 import os
 import random
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -37,6 +42,27 @@ from olympia.errors import (
 )
 from olympia.storage.base import Storage, check_path
 from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
+
+
+#: The S3FileSystem instances shared by storages with equal options (see
+#: the module docstring), keyed by process and options, least recently used first.
+_SHARED: dict[tuple[int, object], Any] = {}
+_SHARED_LOCK = threading.Lock()
+_SHARED_MAX = 32
+
+
+def _frozen(value: object) -> object:
+    """A hashable key for ``value`` (storage options): mappings and sequences
+    by content, anything else unhashable by identity."""
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted((str(k), _frozen(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(_frozen(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return (type(value).__name__, value)
 
 
 class S3Storage(Storage):
@@ -85,10 +111,20 @@ class S3Storage(Storage):
         self._fs_obj: Any = self._new_fs()
 
     def _new_fs(self) -> Any:
-        try:
-            return s3fs.S3FileSystem(**self._options)
-        except Exception as exc:
-            raise StorageError(f"cannot set up S3 access to {self.location}: {exc}") from exc
+        key = (os.getpid(), _frozen(self._options))
+        with _SHARED_LOCK:
+            fs = _SHARED.pop(key, None)
+            if fs is None:
+                try:
+                    fs = s3fs.S3FileSystem(**self._options)
+                except Exception as exc:
+                    raise StorageError(
+                        f"cannot set up S3 access to {self.location}: {exc}"
+                    ) from exc
+            _SHARED[key] = fs  # the most recently used last
+            while len(_SHARED) > _SHARED_MAX:
+                del _SHARED[next(iter(_SHARED))]
+            return fs
 
     @property
     def _fs(self) -> Any:
