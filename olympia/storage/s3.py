@@ -43,7 +43,6 @@ from olympia.errors import (
 from olympia.storage.base import Storage, check_path
 from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
 
-
 #: The S3FileSystem instances shared by storages with equal options (see
 #: the module docstring), keyed by process and options, least recently used first.
 _SHARED: dict[tuple[int, object], Any] = {}
