@@ -378,3 +378,51 @@ def test_expiration_deletes_the_files_of_a_killed_commit_once_past_the_grace(tmp
     time.sleep(0.3)
     fresh.expire_versions(grace_seconds=0.2)
     assert fresh.fsck().clean
+
+
+# --- what PyIceberg and REST clients see -------------------------------------------
+
+
+def _clock_that_jumps(monkeypatch: pytest.MonkeyPatch, step_millis: int) -> None:
+    """Each reading of the commit path's clock is ``step_millis`` later than the last."""
+    from olympia import store as store_module
+
+    real = store_module._now_millis
+    offset = [0]
+
+    def jumping() -> int:
+        offset[0] += step_millis
+        return real() + offset[0]
+
+    monkeypatch.setattr(store_module, "_now_millis", jumping)
+
+
+def test_a_pyiceberg_commit_past_the_limit_is_a_commit_failed_exception(tmp_path, monkeypatch):
+    from iceberg_helpers import ids_of, olympia_catalog, rows
+    from pyiceberg.exceptions import CommitFailedException
+
+    from olympia.iceberg.errors import CommitTimeoutException
+
+    lake = tmp_path / "lake"
+    olympia.create_catalog(str(lake), commit_time_limit_millis=1_000)
+    cat = olympia_catalog(f"file://{lake}")
+    cat.create_namespace("n")
+    table = cat.create_table("n.t", rows([1]).schema)
+    table.append(rows([1]))
+    files = {p for p in lake.rglob("*") if p.is_file() and "/metadata/" in str(p)}
+    _clock_that_jumps(monkeypatch, 2_000)
+    with pytest.raises(CommitTimeoutException, match="commit time limit") as info:
+        cat.load_table("n.t").append(rows([2]))
+    assert isinstance(info.value, CommitFailedException)
+    monkeypatch.undo()
+    assert ids_of(cat.load_table("n.t")) == [1]
+    # The metadata files the failed commit wrote are deleted again (the data
+    # file PyIceberg wrote before committing is left, as after any failed commit).
+    assert {p for p in lake.rglob("*") if p.is_file() and "/metadata/" in str(p)} == files
+
+
+def test_rest_answers_a_commit_past_the_limit_with_a_retryable_409():
+    from olympia.rest.errors import classify
+
+    error = classify(CommitTimeoutError("version 3 was not published: ..."), commit=True)
+    assert (error.code, error.type) == (409, "CommitFailedException")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyiceberg.exceptions import CommitFailedException
 
-from olympia.errors import CommitConflictError
+from olympia.errors import CommitConflictError, CommitTimeoutError
 
 
 class CommitConflictException(CommitFailedException, CommitConflictError):
@@ -20,3 +20,9 @@ class CommitConflictException(CommitFailedException, CommitConflictError):
     def __init__(self, message: str, *, table: str, version: int | None, rule: str) -> None:
         CommitConflictError.__init__(self, message, version=version, rule=rule)
         self.table = table
+
+
+class CommitTimeoutException(CommitFailedException, CommitTimeoutError):
+    """A commit that took longer than the catalog's commit time limit and
+    therefore published nothing (spec/transactions.md §8.5): the table is
+    unchanged, and committing again is safe."""

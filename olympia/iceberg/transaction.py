@@ -58,7 +58,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
 from olympia.iceberg import names, rebase, sidecar
-from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
@@ -1212,11 +1212,18 @@ class IcebergTransaction:
         Raises:
             CommitConflictException: a concurrent commit conflicts; nothing was
                 published and the files this transaction wrote are deleted.
+            CommitTimeoutException: the commit took longer than the catalog's
+                commit time limit; nothing was published and the files this
+                transaction wrote are deleted.
             olympia.CommitFailedError: storage failed while publishing; the
                 outcome is unknown (the written files are kept).
         """
         try:
             version = self.olympia_transaction.commit()
+        except oe.CommitTimeoutError as exc:  # nothing was published (§8.5)
+            self._delete_written()
+            self._drop_state()
+            raise CommitTimeoutException(str(exc)) from exc
         except oe.CommitConflictError as exc:
             if exc.rule != "transaction-claimed":
                 self._delete_written()

@@ -106,6 +106,8 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (ice.NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
     (oly.NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
     (ice.CommitStateUnknownException, 500, "CommitStateUnknownException"),
+    # nothing was published (spec/transactions.md §8.5): the client may retry
+    (oly.CommitTimeoutError, 409, "CommitFailedException"),
     (oly.CommitFailedError, 500, "CommitStateUnknownException"),
     (ice.CommitFailedException, 409, "CommitFailedException"),
     (oly.CommitConflictError, 409, "CommitFailedException"),
