@@ -490,7 +490,17 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         token = read_token(args.token_file)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    serve(_warehouse(args), host=args.host, port=args.port, token=token, prefix=args.prefix)
+    serve(
+        _warehouse(args),
+        host=args.host,
+        port=args.port,
+        token=token,
+        prefix=args.prefix,
+        allowed_locations=args.allowed_location,
+        allow_overlapping_locations=args.allow_overlapping_locations,
+        transaction_idle_seconds=args.transaction_idle_seconds,
+        max_open_transactions=args.max_open_transactions,
+    )
     return EXIT_OK
 
 
@@ -772,6 +782,33 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $OLYMPIA_TOKEN; neither: no authentication)",
     )
     p.add_argument("--prefix", default="olympia", help="URL prefix advertised in /v1/config")
+    p.add_argument(
+        "--allowed-location",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="a location besides the warehouse where clients may put tables and views "
+        "(repeatable; spec/rest.md §10)",
+    )
+    p.add_argument(
+        "--allow-overlapping-locations",
+        action="store_true",
+        help="let one table's location lie inside another's",
+    )
+    p.add_argument(
+        "--transaction-idle-seconds",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="roll back a /txn transaction idle this long (default 900)",
+    )
+    p.add_argument(
+        "--max-open-transactions",
+        type=_positive,
+        default=1000,
+        metavar="N",
+        help="at most N /txn transactions open at once (default 1000)",
+    )
 
     p = add(
         "txn",

@@ -41,9 +41,19 @@ class Served:
 
 
 @contextmanager
-def serve(tmp: Path, **app_options: Any) -> Iterator[Served]:
+def serve(
+    tmp: Path,
+    *,
+    allowed_locations: tuple[str, ...] = (),
+    allow_overlapping_locations: bool = False,
+    **app_options: Any,
+) -> Iterator[Served]:
     warehouse = f"file://{tmp}/warehouse"
-    catalog = open_catalog(warehouse)
+    catalog = open_catalog(
+        warehouse,
+        allowed_locations=allowed_locations,
+        allow_overlapping_locations=allow_overlapping_locations,
+    )
     assert isinstance(catalog, OlympiaCatalog)
     with BackgroundServer(create_app(catalog, prefix=PREFIX, **app_options)) as server:
         yield Served(server, catalog, warehouse)

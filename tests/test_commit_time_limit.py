@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from faulty_storage import Call, FaultyStorage
+from test_expiration_safety import BIG
+from test_expiration_safety import _fill as fill_tables
 
 import olympia
 from olympia import layout
@@ -31,8 +33,6 @@ from olympia.errors import (
     VersionNotFoundError,
 )
 
-BIG = {"doc": "x" * 200}  # table properties large enough for a definition file
-
 
 def _new(uri: str, limit_millis: int) -> olympia.Catalog:
     return olympia.create_catalog(
@@ -41,12 +41,9 @@ def _new(uri: str, limit_millis: int) -> olympia.Catalog:
 
 
 def _fill(cat: olympia.Catalog, prefix: str, count: int = 30) -> int:
-    """One version creating ``count`` tables: more new nodes than a root carries inline."""
-    with cat.transaction() as t:
-        if not t.namespace_exists("n"):
-            t.create_namespace("n")
-        for i in range(count):
-            t.create_table("n", f"{prefix}{i}", f"m/{prefix}{i}", BIG)
+    """One version creating ``count`` tables (30: more new nodes than a root
+    carries inline); returns it."""
+    fill_tables(cat, prefix, count)
     return cat.version
 
 

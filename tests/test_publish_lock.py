@@ -63,9 +63,13 @@ def test_a_holder_killed_by_sigkill_does_not_block_the_next_writer(tmp_path: Pat
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(timeout=60)
     assert proc.exitcode == -signal.SIGKILL
-    # The kernel let the lock go with the process: it is free at once.
-    lock = FileHostLock(path, wait_seconds=0)
-    assert lock.held and not lock.waited
+    # The kernel lets the lock go with the process. Not always before join()
+    # returns: the last close of a dying process's files may be left to a
+    # kernel worker, which a loaded machine runs a moment later (seen with
+    # both cores busy), so the next writer may wait briefly, never for long.
+    started = time.monotonic()
+    lock = FileHostLock(path, wait_seconds=30)
+    assert lock.held and time.monotonic() - started < 30
     lock.release()
     with cat.begin() as txn:
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")

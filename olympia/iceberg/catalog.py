@@ -35,6 +35,8 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 import olympia
 from olympia import errors as oe
+from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
+from olympia.iceberg.sidecar import FOLDER
 from olympia.iceberg.transaction import (
     IcebergTransaction,
     OlympiaTable,
@@ -55,6 +57,7 @@ _S3_OPTIONS = {
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _METADATA_CACHE_SIZE = 512
+_LOCATION_CACHE_SIZE = 100_000
 
 
 def storage_options(properties: Properties) -> dict[str, Any]:
@@ -65,6 +68,27 @@ def storage_options(properties: Properties) -> dict[str, Any]:
     if region := properties.get("s3.region"):
         options["client_kwargs"] = {"region_name": region}
     return options
+
+
+#: The catalog's own folders under its warehouse: no table, view or file a
+#: caller names may overlap them (spec/rest.md §10).
+RESERVED_FOLDERS = ("vn", "node", "def", "act", "dtxn", "pins", "exports", ".olympia-tmp", FOLDER)
+
+
+def _location_policy(warehouse: str, properties: Properties) -> LocationPolicy:
+    """The locations the catalog accepts (``allowed-locations``, comma-separated,
+    with the warehouse; ``allow-overlapping-locations``): spec/rest.md §10."""
+    allowed = [part.strip() for part in str(properties.get("allowed-locations", "")).split(",")]
+    allowed = [part for part in allowed if part]
+    overlap = _bool_property(properties, "allow-overlapping-locations", not allowed)
+    try:
+        return LocationPolicy(
+            [warehouse, *allowed] if allowed else [],
+            reserved=[f"{warehouse}/{folder}" for folder in RESERVED_FOLDERS],
+            allow_overlap=overlap,
+        )
+    except LocationNotAllowedError as exc:
+        raise ValueError(f"catalog property allowed-locations: {exc}") from None
 
 
 def _bool_property(properties: Properties, name: str, default: bool) -> bool:
@@ -128,20 +152,32 @@ class OlympiaCatalog(MetastoreCatalog):
                 self.olympia = olympia.create_catalog(self.warehouse, options)
             except oe.CatalogAlreadyExistsError:  # another process created it first
                 self.olympia = olympia.load_catalog(self.warehouse, options)
+        self.locations = _location_policy(self.warehouse, self.properties)
+        #: A plain commit_table keeps its requirements against the newest
+        #: metadata (the REST server's mode, spec/rest.md §3); otherwise an
+        #: append whose branch moved meanwhile is rebased (spec/iceberg.md §7).
+        self.strict_requirements = _bool_property(self.properties, "strict-requirements", False)
         self._metadata: OrderedDict[str, TableMetadata] = OrderedDict()
+        self._locations: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     # --- metadata files -------------------------------------------------------------
 
-    def read_metadata(self, location: str) -> TableMetadata:
-        """The table metadata in file ``location`` (files are immutable: cached)."""
+    def read_metadata(self, location: str, what: str | None = None) -> TableMetadata:
+        """The table metadata in file ``location`` (files are immutable: cached).
+
+        ``what`` names a file a caller chose (``register``): then a file that
+        is not table metadata is a ``ValueError`` that names it without
+        quoting any of its content.
+        """
         with self._lock:
             cached = self._metadata.get(location)
         if cached is not None:
             return cached
-        metadata = FromInputFile.table_metadata(
-            self._load_file_io(location=location).new_input(location)
-        )
+        with self._reading(location, what, "an Iceberg table metadata file"):
+            metadata = FromInputFile.table_metadata(
+                self._load_file_io(location=location).new_input(location)
+            )
         self.remember_metadata(location, metadata)
         return metadata
 
@@ -151,9 +187,89 @@ class OlympiaCatalog(MetastoreCatalog):
             while len(self._metadata) > _METADATA_CACHE_SIZE:
                 self._metadata.popitem(last=False)
 
-    def read_view_metadata(self, location: str) -> ViewMetadata:
-        with self._load_file_io(location=location).new_input(location).open() as f:
+    def read_view_metadata(self, location: str, what: str | None = None) -> ViewMetadata:
+        with (
+            self._reading(location, what, "an Iceberg view metadata file"),
+            self._load_file_io(location=location).new_input(location).open() as f,
+        ):
             return ViewMetadata.model_validate_json(f.read())
+
+    @contextmanager
+    def _reading(self, location: str, what: str | None, kind: str) -> Iterator[None]:
+        if what is None:
+            yield
+            return
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except PermissionError:
+            raise ValueError(f"{what} {location!r} cannot be read") from None
+        except OSError as exc:
+            # pyarrow says "is a directory" in an OSError, not an IsADirectoryError.
+            if isinstance(exc, IsADirectoryError) or "directory" in str(exc).lower():
+                raise ValueError(f"{what} {location!r} is a folder, not {kind}") from None
+            raise ValueError(f"{what} {location!r} is not {kind}") from None
+        except Exception:
+            # Parser messages quote the input: none of it may reach the caller.
+            raise ValueError(f"{what} {location!r} is not {kind}") from None
+
+    def table_location(self, metadata_location: str) -> str | None:
+        """The normalised location of the table whose metadata is in
+        ``metadata_location`` (cached), or None when it cannot be read."""
+        with self._lock:
+            known = self._locations.get(metadata_location)
+        if known is not None:
+            return known
+        try:
+            where = self.locations.check(
+                self.read_metadata(metadata_location).location, "a table location"
+            )
+        except (OSError, ValueError, LocationNotAllowedError):
+            return None
+        with self._lock:
+            self._locations[metadata_location] = where
+            while len(self._locations) > _LOCATION_CACHE_SIZE:
+                self._locations.popitem(last=False)
+        return where
+
+    def table_locations(self, exclude: tuple[str, str] | None = None) -> list[str]:
+        """The locations of every table of the latest version but ``exclude``
+        (namespace, name)."""
+        view = self.olympia.latest()
+        out: list[str] = []
+        for namespace in view.list_namespaces():
+            for name in view.list_tables(namespace):
+                if (namespace, name) == exclude:
+                    continue
+                metadata_location = view.describe_table(namespace, name).metadata_location
+                if not metadata_location:
+                    continue
+                where = self.table_location(metadata_location)
+                if where is not None:
+                    out.append(where)
+        return out
+
+    def check_no_overlap(self, location: str, namespace: str, name: str) -> None:
+        """Refuse normalised ``location`` for table ``namespace.name`` when
+        another table's location lies inside it or holds it (spec/rest.md §10).
+
+        Raises:
+            LocationNotAllowedError
+        """
+        view = self.olympia.latest()
+        for other_ns in view.list_namespaces():
+            for other in view.list_tables(other_ns):
+                if (other_ns, other) == (namespace, name):
+                    continue
+                metadata_location = view.describe_table(other_ns, other).metadata_location
+                where = self.table_location(metadata_location) if metadata_location else None
+                if where is not None and overlap(location, where):
+                    raise LocationNotAllowedError(
+                        f"the location of table {namespace}.{name} ({location}) overlaps that "
+                        f"of table {other_ns}.{other} ({where}); the operator can allow it "
+                        f"with --allow-overlapping-locations"
+                    )
 
     def committed_location(self, version: int, namespace: str, name: str) -> str | None:
         """The metadata location of table ``namespace.name`` at catalog ``version``."""
@@ -195,6 +311,7 @@ class OlympiaCatalog(MetastoreCatalog):
     def _one(self, write: bool = True) -> Iterator[TransactionCatalog]:
         """One operation as one transaction: committed if it wrote, else dropped."""
         tx = self.begin()
+        tx.strict_requirements = self.strict_requirements
         try:
             yield tx.catalog
         except BaseException:
@@ -380,7 +497,11 @@ class OlympiaCatalog(MetastoreCatalog):
     def _load_file_io(
         self, properties: Properties = EMPTY_DICT, location: str | None = None
     ) -> FileIO:
-        return super()._load_file_io(properties, location)
+        """The FileIO for ``location``, configured by the catalog's own
+        properties only: a table's properties are set by whoever writes the
+        table (through the REST server, a client) and never choose the FileIO
+        class, endpoint, region or credentials (spec/iceberg.md §1)."""
+        return super()._load_file_io(EMPTY_DICT, location)
 
     def close(self) -> None:
         self.olympia.close()

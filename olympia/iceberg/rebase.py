@@ -103,6 +103,10 @@ class StagedCommit:
     requirements: tuple[TableRequirement, ...]
     updates: tuple[TableUpdate, ...]
     conflict_filter: BooleanExpression | None = None
+    #: Requirements hold against the newest metadata, as the REST
+    #: specification asks of a plain commit: a rebase never carries the
+    #: commit past an ``assert-ref-snapshot-id`` that no longer holds.
+    strict: bool = False
 
 
 @dataclass(frozen=True)
@@ -333,7 +337,8 @@ class _Rebaser:
         self, commit: StagedCommit, running: TableMetadata, ours: TableMetadata
     ) -> TableMetadata:
         targets = _branch_targets(commit.updates)
-        self.check_requirements(commit.requirements, set(targets.values()), running)
+        rebased = set() if commit.strict else set(targets.values())
+        self.check_requirements(commit.requirements, rebased, running)
         pending: list[TableUpdate] = []
         handled_refs: set[tuple[str, int]] = set()
         for index, update in enumerate(commit.updates):

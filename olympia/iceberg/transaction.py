@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
@@ -26,7 +26,6 @@ from pyiceberg.catalog import (
     LOCATION,
     MetastoreCatalog,
     PropertiesUpdateSummary,
-    delete_data_files,
     delete_files,
 )
 from pyiceberg.expressions import BooleanExpression, Or
@@ -59,6 +58,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 from olympia import errors as oe
 from olympia.iceberg import names, rebase, sidecar
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
+from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
@@ -222,7 +222,54 @@ class TransactionCatalog(MetastoreCatalog):
     def _load_file_io(
         self, properties: Properties = EMPTY_DICT, location: str | None = None
     ) -> FileIO:
-        return _record_writes(super()._load_file_io(properties, location), self._tx.written_files)
+        # The catalog's own properties only, as OlympiaCatalog._load_file_io.
+        return _record_writes(
+            self._tx.owner._load_file_io(location=location), self._tx.written_files
+        )
+
+    # --- where callers may point the catalog (spec/rest.md §10) -------------------
+
+    def _check_table_locations(
+        self,
+        namespace: str,
+        name: str,
+        metadata: TableMetadata,
+        base: TableMetadata | None,
+        metadata_location: str,
+    ) -> None:
+        """Refuse what ``metadata`` (replacing ``base``) adds that points
+        outside the allowed locations: the table's location (and, when it
+        moves, one that overlaps another table's), the ``write.*.path``
+        properties, the manifest lists of new snapshots, the metadata file.
+
+        Raises:
+            LocationNotAllowedError
+        """
+        policy = self._tx.owner.locations
+        what = f"table {namespace}.{name}"
+        if base is None or metadata.location != base.location:
+            where = policy.check(metadata.location, f"the location of {what}")
+            if not policy.allow_overlap:
+                self._tx.owner.check_no_overlap(where, namespace, name)
+        for key in WRITE_PATH_PROPERTIES:
+            value = metadata.properties.get(key)
+            if value is not None and (base is None or base.properties.get(key) != value):
+                policy.check(value, f"property {key} of {what}")
+        known = set() if base is None else {s.snapshot_id for s in base.snapshots}
+        for snapshot in metadata.snapshots:
+            if snapshot.snapshot_id in known:
+                continue
+            named = f"the manifest list of snapshot {snapshot.snapshot_id} of {what}"
+            policy.check(snapshot.manifest_list, named)
+            if (
+                policy.restricted
+                and not self._load_file_io(location=snapshot.manifest_list)
+                .new_input(snapshot.manifest_list)
+                .exists()
+            ):
+                # Caught now, a bad snapshot never reaches a commit or a rollback.
+                raise ValueError(f"{named} ({snapshot.manifest_list}) does not exist")
+        policy.check(metadata_location, f"the metadata file of {what}")
 
     def _location(self, namespace: str, name: str) -> str | None:
         """The metadata location of Iceberg table ``namespace.name`` as the
@@ -383,7 +430,10 @@ class TransactionCatalog(MetastoreCatalog):
         self._require_namespace(namespace)
         if self._txn.table_exists(namespace, name):
             raise ice.TableAlreadyExistsError(f"table {namespace}.{name} already exists")
+        if location is not None and not location.strip():
+            raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
         location = location.rstrip("/") if location else self._default_location(namespace, name)
+        self._tx.owner.locations.check(location, f"the location of table {namespace}.{name}")
         metadata_location = load_location_provider(
             location, properties
         ).new_table_metadata_file_location()
@@ -394,6 +444,7 @@ class TransactionCatalog(MetastoreCatalog):
             sort_order=sort_order,
             properties=properties,
         )
+        self._check_table_locations(namespace, name, metadata, None, metadata_location)
         return StagedTable(
             identifier=names.identifier(namespace, name),
             metadata=metadata,
@@ -441,7 +492,10 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> Table:
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
-        metadata = self._tx.owner.read_metadata(metadata_location)
+        what = f"the metadata-location of table {namespace}.{name}"
+        self._tx.owner.locations.check(metadata_location, what)
+        metadata = self._tx.owner.read_metadata(metadata_location, what)
+        self._check_table_locations(namespace, name, metadata, None, metadata_location)
         self._tx._state(namespace, name, self._location(namespace, name))
         with translate_errors():
             if overwrite and self._txn.table_exists(namespace, name):
@@ -504,9 +558,12 @@ class TransactionCatalog(MetastoreCatalog):
         if current is not None and location is not None and metadata == current:
             return _response(current, location)
         version = self._parse_metadata_version(location) + 1 if location is not None else 0
+        if not metadata.location:  # PyIceberg lets set-location "" through
+            raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
         new_location = load_location_provider(
             metadata.location, metadata.properties
         ).new_table_metadata_file_location(version)
+        self._check_table_locations(namespace, name, metadata, current, new_location)
         io = self._load_file_io(metadata.properties, new_location)
         self._write_metadata(metadata, io, new_location)
         self._tx.owner.remember_metadata(new_location, metadata)
@@ -516,7 +573,14 @@ class TransactionCatalog(MetastoreCatalog):
                 self._txn.create_table(namespace, name, new_location)
             else:
                 self._txn.update_table(namespace, name, metadata_location=new_location)
-        state.commits.append(StagedCommit(tuple(requirements), tuple(updates), conflict_filter))
+        state.commits.append(
+            StagedCommit(
+                tuple(requirements),
+                tuple(updates),
+                conflict_filter,
+                strict=self._tx.strict_requirements,
+            )
+        )
         state.metadata_files.append(new_location)
         self._tx.save_state()
         return _response(metadata, new_location)
@@ -563,6 +627,7 @@ class TransactionCatalog(MetastoreCatalog):
             raise ice.ViewAlreadyExistsError(f"view {namespace}.{name} already exists")
         iceberg_schema = self._convert_schema_if_needed(schema)
         location = location.rstrip("/") if location else self._default_location(namespace, name)
+        self._tx.owner.locations.check(location, f"the location of view {namespace}.{name}")
         version = view_version.model_copy(update={"schema_id": iceberg_schema.schema_id})
         metadata = ViewMetadata.model_validate(
             {
@@ -588,7 +653,9 @@ class TransactionCatalog(MetastoreCatalog):
     def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
-        metadata = self._tx.owner.read_view_metadata(metadata_location)
+        what = f"the metadata-location of view {namespace}.{name}"
+        self._tx.owner.locations.check(metadata_location, what)
+        metadata = self._tx.owner.read_view_metadata(metadata_location, what)
         self._register_view(namespace, name, metadata, metadata_location)
         return View(names.identifier(namespace, name), metadata)
 
@@ -616,20 +683,62 @@ def _response(metadata: TableMetadata, location: str) -> CommitTableResponse:
     return CommitTableResponse.model_validate({"metadata": metadata, "metadata-location": location})
 
 
+#: Table properties that say where a writer puts the table's files.
+WRITE_PATH_PROPERTIES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
 def purge_files(owner: OlympiaCatalog, table: Table) -> None:
-    """Delete every file a dropped table's metadata reaches (best effort)."""
-    io = owner._load_file_io(table.metadata.properties, table.metadata_location)
+    """Delete the files a dropped table's metadata reaches (best effort),
+    only those under the table's own location, and none at all while
+    another table of the catalog has a location that overlaps it: a table's
+    metadata is written by its clients and may name anybody's files
+    (spec/rest.md §10)."""
     metadata = table.metadata
+    try:
+        own = owner.locations.check(metadata.location, f"the location of table {table.name()}")
+        others = owner.table_locations()  # the dropped table is no longer among them
+    except (LocationNotAllowedError, OSError, ValueError):
+        logger.warning("purge of %s deletes nothing: its location is not usable", table.name())
+        return
+    if any(overlap(own, other) for other in others):
+        logger.warning(
+            "purge of %s deletes nothing: another table's location overlaps %s", table.name(), own
+        )
+        return
+
+    def mine(paths: Iterable[str]) -> set[str]:
+        out = set()
+        for path in paths:
+            try:
+                normal = owner.locations.check(same_file_uri(path), "a file of the table")
+            except LocationNotAllowedError:
+                continue
+            if is_under(normal, own):
+                out.add(path)
+        return out
+
+    io = owner._load_file_io(location=table.metadata_location)
     manifest_lists: set[str] = set()
     manifests: list[ManifestFile] = []
     for snapshot in metadata.snapshots:
-        manifests += snapshot.manifests(io)
-        manifest_lists.add(snapshot.manifest_list)
-    delete_data_files(io, manifests)
+        if snapshot.manifest_list in mine([snapshot.manifest_list]):
+            manifests += [m for m in snapshot.manifests(io) if mine([m.manifest_path])]
+            manifest_lists.add(snapshot.manifest_list)
+    data_files = {
+        entry.data_file.file_path
+        for manifest in manifests
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+    }
+    delete_files(io, mine(data_files), "data")
     delete_files(io, {m.manifest_path for m in manifests}, "manifest")
     delete_files(io, manifest_lists, "manifest list")
-    delete_files(io, {log.metadata_file for log in metadata.metadata_log}, "previous metadata")
-    delete_files(io, {table.metadata_location}, "metadata")
+    delete_files(io, mine(log.metadata_file for log in metadata.metadata_log), "previous metadata")
+    delete_files(io, mine([table.metadata_location]), "metadata")
 
 
 def same_file_uri(path: str) -> str:
@@ -939,6 +1048,9 @@ class IcebergTransaction:
     def __init__(self, owner: OlympiaCatalog, txn: OlympiaTransaction) -> None:
         self.owner = owner
         self.olympia_transaction = txn
+        #: Table commits staged from now on keep their requirements against
+        #: the newest committed metadata when rebased (StagedCommit.strict).
+        self.strict_requirements = False
         #: Files opened for writing by this transaction's tables and catalog, in order.
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}

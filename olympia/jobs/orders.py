@@ -388,7 +388,13 @@ class Job:
                 f"give an empty or new --warehouse"
             )
         server = BackgroundServer(
-            create_app(open_catalog(opts.warehouse, **opts.properties))
+            create_app(
+                open_catalog(
+                    opts.warehouse,
+                    opts.properties,
+                    allowed_locations=[opts.data] if opts.data else [],
+                )
+            )
         ).start()
         self.say(f"Iceberg REST server (in this process): {server.uri}")
         spark: Any = None

@@ -61,7 +61,7 @@ from olympia.rest.models import (
     ReportMetricsRequest,
     UpdateNamespacePropertiesRequest,
 )
-from olympia.rest.sessions import OpenTransactions
+from olympia.rest.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_OPEN, OpenTransactions
 
 log = logging.getLogger("olympia.rest")
 
@@ -148,6 +148,9 @@ def check_level(what: str, value: str) -> str:
         raise bad_request(f"{what} is empty")
     if len(value) > MAX_NAME_CHARS:
         raise bad_request(f"{what} is longer than {MAX_NAME_CHARS} characters")
+    if value in (".", ".."):
+        # It would name a folder above the object's own in a default location.
+        raise bad_request(f"{what} {value!r} is not a name")
     bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
     if bad is not None:
         raise bad_request(f"{what} {value!r} contains the control character {bad!r}")
@@ -310,6 +313,10 @@ def _transaction(catalog: Catalog) -> Iterator[Any]:
             f"the catalog {type(catalog).__name__} has no multi-table transactions",
         )
     with begin() as txn:
+        # A plain multi-table commit: its requirements hold against the newest
+        # metadata, as a single table commit's (spec/rest.md §3).
+        if hasattr(txn, "strict_requirements"):
+            txn.strict_requirements = True
         # The transaction's Catalog view: tables loaded through it read the
         # transaction's snapshot, and their commits are staged in it.
         yield txn.catalog
@@ -558,11 +565,15 @@ def create_app(
     prefix: str = DEFAULT_PREFIX,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    transaction_idle_seconds: float = DEFAULT_IDLE_SECONDS,
+    max_open_transactions: int = DEFAULT_MAX_OPEN,
 ) -> FastAPI:
     """The REST application serving ``catalog`` under ``/v1/{prefix}/``.
 
     ``token``: when set, every request must carry ``Authorization: Bearer
     <token>`` (401 otherwise). ``max_body_bytes`` bounds request bodies (413).
+    ``transaction_idle_seconds`` and ``max_open_transactions`` bound the
+    transactions begun with ``POST /txn`` (spec/rest.md §8).
     """
     if not prefix or "/" in prefix or prefix != prefix.strip():
         raise ValueError(f"prefix {prefix!r} must be one non-empty path segment")
@@ -625,7 +636,13 @@ def create_app(
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
 
-    sessions = OpenTransactions(catalog) if isinstance(catalog, OlympiaCatalog) else None
+    sessions = (
+        OpenTransactions(
+            catalog, idle_seconds=transaction_idle_seconds, max_open=max_open_transactions
+        )
+        if isinstance(catalog, OlympiaCatalog)
+        else None
+    )
     _catalog_routes(app, "", prefix, _root_scope(catalog, sessions))
     _unsupported_routes(app, prefix)
     if sessions is not None:

@@ -92,6 +92,8 @@ UNAUTHORIZED = RestError(401, "NotAuthorizedException", "missing or wrong bearer
 _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     # a name that cannot be a namespace: bad input, though also a NoSuchNamespaceError
     (InvalidNamespaceError, 400, "BadRequestException"),
+    # a location outside what the operator allows (spec/rest.md §10)
+    (ice.ForbiddenError, 403, "ForbiddenException"),
     (ice.NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
     (oly.NamespaceNotFoundError, 404, "NoSuchNamespaceException"),
     (ice.NoSuchTableError, 404, "NoSuchTableException"),

@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,38 @@ from fastapi import FastAPI
 from pyiceberg.catalog import Catalog, load_catalog
 
 from olympia.rest.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_PREFIX, create_app
+from olympia.rest.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_OPEN
 
 CATALOG_IMPL = "olympia.iceberg.OlympiaCatalog"
 TOKEN_ENV = "OLYMPIA_TOKEN"
 
 
-def open_catalog(warehouse: str, **properties: str) -> Catalog:
-    """The olympia PyIceberg catalog at ``warehouse`` (spec/iceberg.md §1)."""
+def open_catalog(
+    warehouse: str,
+    properties: Mapping[str, str] | None = None,
+    *,
+    allowed_locations: Sequence[str] = (),
+    allow_overlapping_locations: bool = False,
+) -> Catalog:
+    """The olympia PyIceberg catalog at ``warehouse`` (spec/iceberg.md §1), as
+    the REST server serves it to clients it does not trust (spec/rest.md §10):
+    every location a client names must lie under the warehouse or one of
+    ``allowed_locations``, and table locations may not overlap unless
+    ``allow_overlapping_locations``."""
+    guarded = {
+        "allowed-locations": ",".join([warehouse, *allowed_locations]),
+        "allow-overlapping-locations": "true" if allow_overlapping_locations else "false",
+        # A plain commit's requirements hold against the newest metadata (§3).
+        "strict-requirements": "true",
+    }
     return load_catalog(
-        "olympia", **{"py-catalog-impl": CATALOG_IMPL, "warehouse": warehouse, **properties}
+        "olympia",
+        **{
+            "py-catalog-impl": CATALOG_IMPL,
+            "warehouse": warehouse,
+            **(properties or {}),
+            **guarded,
+        },
     )
 
 
@@ -106,10 +130,12 @@ def start_background(
     port: int = 0,
     token: str | None = None,
     prefix: str = DEFAULT_PREFIX,
+    allowed_locations: Sequence[str] = (),
     **properties: str,
 ) -> BackgroundServer:
     """Serve the olympia catalog at ``warehouse`` from a thread; started."""
-    app = create_app(open_catalog(warehouse, **properties), prefix=prefix, token=token)
+    catalog = open_catalog(warehouse, properties, allowed_locations=allowed_locations)
+    app = create_app(catalog, prefix=prefix, token=token)
     return BackgroundServer(app, host, port).start()
 
 
@@ -121,9 +147,23 @@ def serve(
     token: str | None = None,
     prefix: str = DEFAULT_PREFIX,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_locations: Sequence[str] = (),
+    allow_overlapping_locations: bool = False,
+    transaction_idle_seconds: float = DEFAULT_IDLE_SECONDS,
+    max_open_transactions: int = DEFAULT_MAX_OPEN,
 ) -> None:
     """Serve the olympia catalog at ``warehouse`` until interrupted."""
+    catalog = open_catalog(
+        warehouse,
+        allowed_locations=allowed_locations,
+        allow_overlapping_locations=allow_overlapping_locations,
+    )
     app = create_app(
-        open_catalog(warehouse), prefix=prefix, token=token, max_body_bytes=max_body_bytes
+        catalog,
+        prefix=prefix,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        transaction_idle_seconds=transaction_idle_seconds,
+        max_open_transactions=max_open_transactions,
     )
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -10,24 +10,49 @@ writes the others made.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pyiceberg.catalog import Catalog
 
 from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
-from olympia.iceberg.transaction import added_files
+from olympia.iceberg.locations import LocationNotAllowedError, is_under
+from olympia.iceberg.transaction import added_files, same_file_uri
 from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
 
 
-def client_files(owner: OlympiaCatalog, base_location: str | None, staged: str) -> list[str]:
+def client_files(
+    owner: OlympiaCatalog, table: tuple[str, str], base_location: str | None, staged: str
+) -> list[str]:
     """The files a client wrote for the snapshots that the staged metadata adds
-    to the base (the server writes the metadata files itself)."""
-    return added_files(owner, base_location, staged, metadata=False)
+    to the base (the server writes the metadata files itself), as far as the
+    server can tell: only files under the table's own location (its location
+    at the base, or where it was created), and none under another table's
+    location (spec/rest.md §8, §10). What the staged metadata names elsewhere,
+    or what can no longer be read, is left alone."""
+    try:
+        home_metadata = owner.read_metadata(base_location or staged)
+        home = owner.locations.check(home_metadata.location, "the table's location")
+        candidates = added_files(owner, base_location, staged, metadata=False)
+    except (OSError, ValueError, LocationNotAllowedError):
+        return []
+    others = owner.table_locations(exclude=table)
+    out: list[str] = []
+    for path in candidates:
+        try:
+            normal = owner.locations.check(same_file_uri(path), "a file of the table")
+        except LocationNotAllowedError:
+            continue
+        if is_under(normal, home) and not any(is_under(normal, o) for o in others):
+            out.append(path)
+    return out
 
 
 def note_client_files(txn: IcebergTransaction) -> None:
@@ -41,21 +66,48 @@ def note_client_files(txn: IcebergTransaction) -> None:
             continue
         staged = core.describe_table(namespace, name).metadata_location
         if staged and staged != state.base_location:
-            txn.written_files.extend(client_files(txn.owner, state.base_location, staged))
+            txn.written_files.extend(
+                client_files(txn.owner, (namespace, name), state.base_location, staged)
+            )
 
 
 def no_such(txn_id: str, detail: str = "is not open") -> RestError:
     return RestError(404, "NoSuchTransactionException", f"transaction {txn_id!r} {detail}")
 
 
-class OpenTransactions:
-    """The transactions begun over HTTP and not finished yet."""
+#: How long a transaction begun with ``POST /txn`` may stay idle before the
+#: server rolls it back, and how many may be open at once (spec/rest.md §8).
+DEFAULT_IDLE_SECONDS = 900.0
+DEFAULT_MAX_OPEN = 1000
 
-    def __init__(self, catalog: Catalog) -> None:
+
+class OpenTransactions:
+    """The transactions begun over HTTP and not finished yet.
+
+    State is bounded: a request naming an unknown id leaves nothing behind;
+    local transactions idle for ``idle_seconds`` are rolled back (checked
+    whenever a transaction is begun or used); at most ``max_open`` local
+    transactions are open at once (503 beyond)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        max_open: int = DEFAULT_MAX_OPEN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.catalog = catalog
+        self.idle_seconds = idle_seconds
+        self.max_open = max_open
+        self._clock = clock
         self._lock = threading.Lock()
         self._local: dict[str, IcebergTransaction] = {}
-        self._locks: dict[str, threading.Lock] = {}
+        #: When each local transaction was last used.
+        self._used: dict[str, float] = {}
+        #: Per id: the lock that lets one request at a time work on it, and
+        #: how many requests hold or wait for it (the entry goes at zero).
+        self._locks: dict[str, list[Any]] = {}
 
     def _olympia(self) -> OlympiaCatalog:
         if not isinstance(self.catalog, OlympiaCatalog):
@@ -66,9 +118,35 @@ class OpenTransactions:
             )
         return self.catalog
 
-    def _lock_of(self, txn_id: str) -> threading.Lock:
+    @contextmanager
+    def _exclusive(self, txn_id: str) -> Iterator[None]:
         with self._lock:
-            return self._locks.setdefault(txn_id, threading.Lock())
+            entry = self._locks.setdefault(txn_id, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[txn_id]
+
+    def _expire_idle(self) -> None:
+        """Roll back the local transactions idle for longer than ``idle_seconds``."""
+        now = self._clock()
+        with self._lock:
+            idle = [t for t, used in self._used.items() if now - used > self.idle_seconds]
+        for txn_id in idle:
+            with self._exclusive(txn_id):
+                with self._lock:
+                    txn = self._local.get(txn_id)
+                    used = self._used.get(txn_id, now)
+                if txn is None or now - used <= self.idle_seconds:
+                    continue  # finished, or used meanwhile
+                with contextlib.suppress(Exception):  # a failed rollback still ends it
+                    txn.rollback()
+                self._forget(txn_id)
 
     def begin(
         self, isolation: str | None, *, distributed: bool = False, name: str | None = None
@@ -79,6 +157,18 @@ class OpenTransactions:
             RestError: 400 a bad name, 409 the name is taken.
         """
         catalog = self._olympia()
+        self._expire_idle()
+        if not distributed and name is None:
+            with self._lock:
+                full = len(self._local) >= self.max_open
+            if full:
+                raise RestError(
+                    503,
+                    "ServiceUnavailableException",
+                    f"{self.max_open} transactions are open on this server (the limit); "
+                    f"commit or roll back one, or wait until idle ones are rolled back "
+                    f"({self.idle_seconds:g} s)",
+                )
         if name is None:
             txn = catalog.begin(isolation)
         else:
@@ -104,20 +194,29 @@ class OpenTransactions:
         else:
             with self._lock:
                 self._local[txn.id] = txn
+                self._used[txn.id] = self._clock()
         return txn
 
     @contextmanager
     def using(self, txn_id: str) -> Iterator[IcebergTransaction]:
         """Transaction ``txn_id``, open, for one request (one request at a time)."""
-        with self._lock_of(txn_id):
+        self._expire_idle()
+        with self._exclusive(txn_id):
             with self._lock:
                 txn = self._local.get(txn_id)
+                if txn is not None:
+                    self._used[txn_id] = self._clock()
             if txn is None:
                 txn = self._resume(txn_id)
             if txn.status != "open":
                 self._forget(txn_id)
                 raise no_such(txn_id, f"is {txn.status}")
-            yield txn
+            try:
+                yield txn
+            finally:
+                with self._lock:
+                    if txn_id in self._used:
+                        self._used[txn_id] = self._clock()
 
     def _resume(self, txn_id: str) -> IcebergTransaction:
         catalog = self._olympia()
@@ -131,6 +230,12 @@ class OpenTransactions:
     def _forget(self, txn_id: str) -> None:
         with self._lock:
             self._local.pop(txn_id, None)
+            self._used.pop(txn_id, None)
+
+    def held_state(self) -> tuple[int, int]:
+        """(open local transactions, per-id locks held): for tests of bounded state."""
+        with self._lock:
+            return len(self._local), len(self._locks)
 
     def commit(self, txn_id: str) -> int:
         with self.using(txn_id) as txn:

@@ -1,0 +1,129 @@
+"""Which storage locations a catalog may read, write and delete (spec/rest.md §10).
+
+A table's or view's location, the metadata file named on ``register``, the
+``write.*.path`` properties and the manifest list of every snapshot a commit
+adds come from whoever calls the catalog: through the REST server, from
+clients the server does not trust. :class:`LocationPolicy` is the one place
+that decides whether such a location is acceptable:
+
+* it must be absolute: a URI with a scheme (``s3://bucket/key``,
+  ``file:///path``) or an absolute path; never empty, relative, or holding
+  a ``.`` or ``..`` segment;
+* with allowed roots (the REST server's warehouse and each
+  ``--allowed-location``), it must lie under one of them, compared segment
+  by segment after normalising the scheme (``s3a://`` and ``s3n://`` are
+  ``s3://``; ``/x``, ``file:/x`` and ``file:///x`` are one local path).
+
+Refusals are :class:`LocationNotAllowedError` (PyIceberg's ``ForbiddenError``,
+REST 403) naming the location and the rule, never any file's content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pyiceberg.exceptions import ForbiddenError
+
+from olympia.errors import OlympiaError
+
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+class LocationNotAllowedError(ForbiddenError, OlympiaError):
+    """A location named by a caller is malformed or outside the allowed roots."""
+
+
+def normalize(location: str, what: str = "location") -> str:
+    """``location`` in one canonical form (scheme://path, no trailing ``/``).
+
+    Raises:
+        LocationNotAllowedError: it is empty, relative, or has a ``.`` or
+            ``..`` segment.
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise LocationNotAllowedError(f"{what} is empty")
+    text = location.strip()
+    if "\\" in text or any(ord(c) < 0x20 for c in text):
+        raise LocationNotAllowedError(f"{what} {location!r} holds a backslash or control character")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        if text.startswith("file:/"):
+            scheme, rest = "file", text[len("file:") :]
+        elif text.startswith("/"):
+            scheme, rest = "file", text
+        else:
+            raise LocationNotAllowedError(
+                f"{what} {location!r} is relative: give a URI (s3://bucket/path, "
+                f"file:///path) or an absolute path"
+            )
+    scheme = scheme.lower()
+    if scheme in _S3_SCHEMES:
+        scheme = "s3"
+    if scheme == "file":
+        rest = "/" + rest.lstrip("/")
+    segments = [s for s in rest.split("/") if s]
+    if any(s in (".", "..") for s in segments):
+        raise LocationNotAllowedError(f"{what} {location!r} has a '.' or '..' segment")
+    if not segments:
+        raise LocationNotAllowedError(f"{what} {location!r} names the root of its file system")
+    return f"{scheme}://{'/' if scheme == 'file' else ''}{'/'.join(segments)}"
+
+
+def is_under(location: str, root: str) -> bool:
+    """Whether normalised ``location`` is ``root`` or lies inside it."""
+    return location == root or location.startswith(root + "/")
+
+
+def overlap(a: str, b: str) -> bool:
+    """Whether one of two normalised locations lies inside the other."""
+    return is_under(a, b) or is_under(b, a)
+
+
+class LocationPolicy:
+    """The locations a catalog accepts from its callers (see the module docstring)."""
+
+    def __init__(
+        self,
+        roots: Sequence[str] = (),
+        *,
+        reserved: Sequence[str] = (),
+        allow_overlap: bool = True,
+    ) -> None:
+        """``roots``: the allowed locations (none: any absolute location);
+        ``reserved``: locations no table, view or file named by a caller may
+        overlap (the catalog's own folders); ``allow_overlap``: whether one
+        table's location may lie inside another's."""
+        self.roots = tuple(dict.fromkeys(normalize(r, "allowed location") for r in roots))
+        self.reserved = tuple(dict.fromkeys(normalize(r, "reserved location") for r in reserved))
+        self.allow_overlap = allow_overlap
+
+    @property
+    def restricted(self) -> bool:
+        return bool(self.roots)
+
+    def check(self, location: str, what: str) -> str:
+        """``location`` normalised, when it is acceptable.
+
+        Raises:
+            LocationNotAllowedError: it is malformed or outside every root.
+        """
+        normal = normalize(location, what)
+        for folder in self.reserved:
+            if overlap(normal, folder):
+                raise LocationNotAllowedError(
+                    f"{what} {location!r} overlaps {folder}, which holds the catalog's own files"
+                )
+        if self.roots and not any(is_under(normal, root) for root in self.roots):
+            raise LocationNotAllowedError(
+                f"{what} {location!r} is outside the locations this catalog allows "
+                f"({', '.join(self.roots)}); the operator can allow more with "
+                f"--allowed-location"
+            )
+        return normal
+
+    def check_all(self, locations: Iterable[tuple[str, str]]) -> None:
+        for location, what in locations:
+            self.check(location, what)
+
+
+__all__ = ["LocationNotAllowedError", "LocationPolicy", "is_under", "normalize", "overlap"]

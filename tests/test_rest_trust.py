@@ -1,0 +1,440 @@
+"""The REST server's trust boundary, over real HTTP (spec/rest.md §10).
+
+The server trusts its operator (the command line: warehouse,
+``--allowed-location``) and not its clients. Each test is one class of what
+a hostile or mistaken client tried: reading files through ``register``,
+deleting another table's files through purge or rollback, steering the
+server's file I/O with table properties, writing outside the allowed
+locations, names that are folders, unbounded server state, and requirements
+that concurrent commits skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import requests
+from iceberg_helpers import files_under, ids_of, rows
+from rest_helpers import PREFIX, Served, change_of, serve
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+SECRET = "root:$6$not-a-real-hash:19000:0:99999:7:::"
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder outside the warehouse, holding a file nobody may read through the server."""
+    folder = tmp_path_factory.mktemp("outside")
+    (folder / "shadow").write_text(SECRET)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def allowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("allowed")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, allowed: Path) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("trust"), allowed_locations=(f"file://{allowed}",)) as s:
+        yield s
+
+
+def error_of(response: requests.Response) -> dict[str, Any]:
+    body = response.json()
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def post(served: Served, path: str, body: Any, base: str | None = None) -> requests.Response:
+    url = f"{base}/v1/{PREFIX}/{path}" if base else served.url(path)
+    return requests.post(url, json=body, timeout=30)
+
+
+def change(namespace: str, name: str, *updates: dict[str, Any]) -> dict[str, Any]:
+    """A ``CommitTableRequest`` body with no requirements."""
+    return {
+        "identifier": {"namespace": [namespace], "name": name},
+        "requirements": [],
+        "updates": list(updates),
+    }
+
+
+def new_table(served: Served, namespace: str, name: str, values: list[int]) -> Any:
+    client = served.client()
+    if not client.namespace_exists(namespace):
+        client.create_namespace(namespace)
+    table = client.create_table((namespace, name), SCHEMA)
+    table.append(rows(values))
+    return client.load_table((namespace, name))
+
+
+def warehouse_path(served: Served) -> Path:
+    return Path(served.warehouse.removeprefix("file://"))
+
+
+def files_of(table: Any) -> set[str]:
+    root = Path(table.metadata.location.removeprefix("file://"))
+    return {str(root / f) for f in files_under(root)}
+
+
+# --- 1. reading files through register ----------------------------------------------
+
+
+def test_register_never_reads_outside_the_allowed_locations(served: Served, outside: Path):
+    served.client().create_namespace("reg")
+    for route, field in (("register", "metadata-location"), ("register-view", "metadata-location")):
+        for location in (str(outside / "shadow"), f"file://{outside}/shadow", "/etc/shadow"):
+            response = post(served, f"namespaces/reg/{route}", {"name": "x", field: location})
+            assert response.status_code == 403, response.text
+            assert error_of(response)["type"] == "ForbiddenException"
+            assert location in error_of(response)["message"]
+            assert SECRET not in response.text and "root:" not in response.text
+
+
+def test_register_of_a_file_that_is_not_metadata_quotes_none_of_it(served: Served):
+    served.client().create_namespace("reg2")
+    inside = warehouse_path(served) / "notes"
+    inside.mkdir(parents=True, exist_ok=True)
+    (inside / "secret.json").write_text(json.dumps({"password": SECRET}))
+    (inside / "secret.txt").write_text(SECRET)
+    for name in ("secret.json", "secret.txt"):
+        for route in ("register", "register-view"):
+            location = f"{served.warehouse}/notes/{name}"
+            response = post(
+                served, f"namespaces/reg2/{route}", {"name": "x", "metadata-location": location}
+            )
+            assert response.status_code == 400, response.text
+            assert "is not an Iceberg" in error_of(response)["message"]
+            assert SECRET not in response.text and "password" not in response.text
+    # A folder is bad input too, not a server error.
+    response = post(
+        served,
+        "namespaces/reg2/register",
+        {"name": "x", "metadata-location": f"{served.warehouse}/notes"},
+    )
+    assert response.status_code == 400, response.text
+    assert "is a folder" in error_of(response)["message"]
+    assert not served.client().table_exists(("reg2", "x"))
+
+
+# --- 2 and 3. deleting another table's files ---------------------------------------
+
+
+def test_a_table_cannot_be_registered_on_another_tables_files(served: Served):
+    a = new_table(served, "own", "a", [1, 2])
+    response = post(
+        served, "namespaces/own/register", {"name": "b", "metadata-location": a.metadata_location}
+    )
+    assert response.status_code == 403, response.text
+    assert "overlaps" in error_of(response)["message"]
+    assert not served.client().table_exists(("own", "b"))
+
+
+def test_purge_deletes_nothing_of_another_table_even_when_overlap_is_allowed(tmp_path: Path):
+    with serve(tmp_path, allow_overlapping_locations=True) as lax:
+        a = new_table(lax, "p", "a", [1, 2, 3])
+        before = files_of(a)
+        response = post(
+            lax, "namespaces/p/register", {"name": "b", "metadata-location": a.metadata_location}
+        )
+        assert response.status_code == 200, response.text
+        gone = requests.delete(lax.url("namespaces/p/tables/b?purgeRequested=true"), timeout=30)
+        assert gone.status_code == 204
+        assert files_of(a) == before
+        assert ids_of(lax.client().load_table(("p", "a"))) == [1, 2, 3]
+        # Purging A itself, now that it is alone, deletes its files.
+        gone = requests.delete(lax.url("namespaces/p/tables/a?purgeRequested=true"), timeout=30)
+        assert gone.status_code == 204
+        assert not [f for f in before if Path(f).exists()]
+
+
+def test_a_rollback_deletes_nothing_another_table_holds(served: Served):
+    a = new_table(served, "rb", "a", [1])
+    before = files_of(a)
+    b = new_table(served, "rb", "b", [7])
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{txn['id']}"
+    # Moving B onto A's location is refused ...
+    moved = post(
+        served,
+        "namespaces/rb/tables/b",
+        change("rb", "b", {"action": "set-location", "location": a.metadata.location}),
+        base,
+    )
+    assert moved.status_code == 403, moved.text
+    # ... and a snapshot of B naming A's manifest list is staged, then rolled back.
+    snapshot = a.metadata.current_snapshot().model_dump(mode="json", by_alias=True)
+    snapshot["snapshot-id"] = 4242
+    snapshot["parent-snapshot-id"] = b.metadata.current_snapshot_id
+    snapshot["sequence-number"] = b.metadata.last_sequence_number + 1
+    staged = post(
+        served,
+        "namespaces/rb/tables/b",
+        change(
+            "rb",
+            "b",
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": 4242,
+            },
+        ),
+        base,
+    )
+    assert staged.status_code == 200, staged.text
+    assert requests.post(f"{base}/rollback", timeout=30).status_code == 204
+    assert files_of(a) == before
+    assert ids_of(served.client().load_table(("rb", "a"))) == [1]
+
+
+# --- 4. table properties never steer the server's I/O ------------------------------
+
+#: Instances of SpyIO the server made (it runs in this process).
+SPIED: list[dict[str, str]] = []
+
+
+class SpyIO:
+    """A FileIO class a client names in ``py-io-impl``: the server must never import it."""
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        SPIED.append(dict(properties))
+        raise RuntimeError("the server used a FileIO a client chose")
+
+
+def test_table_properties_never_choose_the_servers_file_io(served: Served):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    hostile = {
+        "py-io-impl": f"{__name__}.SpyIO",
+        "s3.endpoint": f"http://127.0.0.1:{port}",
+        "s3.access-key-id": "stolen",
+        "s3.secret-access-key": "stolen",
+    }
+    table = new_table(served, "io", "t", [1])
+    files = files_of(table)
+    # From here on only raw requests: PyIceberg's client would itself use the
+    # table's properties for its own FileIO (that is the client's business).
+    for properties in (hostile, {"other": "x"}):
+        update = {"action": "set-properties", "updates": properties}
+        response = post(served, "namespaces/io/tables/t", change("io", "t", update))
+        assert response.status_code == 200, response.text
+    loaded = requests.get(served.url("namespaces/io/tables/t"), timeout=30)
+    assert loaded.status_code == 200
+    assert loaded.json()["metadata"]["properties"]["py-io-impl"] == f"{__name__}.SpyIO"
+    gone = requests.delete(served.url("namespaces/io/tables/t?purgeRequested=true"), timeout=30)
+    assert gone.status_code == 204
+    assert SPIED == []
+    with pytest.raises(OSError):
+        listener.accept()  # nobody connected to the endpoint the client named
+    listener.close()
+    # The purge went through the operator's FileIO: the table's files are gone.
+    assert not [f for f in files if Path(f).exists()]
+
+
+# --- 5. locations outside the warehouse ---------------------------------------------
+
+
+def test_locations_must_lie_under_the_warehouse_or_an_allowed_location(
+    served: Served, outside: Path, allowed: Path
+):
+    client = served.client()
+    client.create_namespace("loc")
+    body = {
+        "name": "t",
+        "schema": json.loads(
+            client.create_table(("loc", "ok"), SCHEMA).schema().model_dump_json(by_alias=True)
+        ),
+    }
+    for location in (
+        str(outside / "t"),
+        f"file://{outside}/t",
+        "relative/t",
+        "",
+        f"{served.warehouse}/../x",
+        f"{served.warehouse}/vn",
+    ):
+        response = post(served, "namespaces/loc/tables", {**body, "location": location})
+        assert response.status_code == 403, (location, response.text)
+        assert error_of(response)["type"] == "ForbiddenException"
+    for key in ("write.data.path", "write.metadata.path"):
+        response = post(
+            served, "namespaces/loc/tables", {**body, "properties": {key: str(outside)}}
+        )
+        assert response.status_code == 403, (key, response.text)
+    assert not list(outside.glob("t*")) and not list(outside.glob("**/*.metadata.json"))
+    # An allowed location works.
+    response = post(served, "namespaces/loc/tables", {**body, "location": f"file://{allowed}/t"})
+    assert response.status_code == 200, response.text
+    assert list((allowed / "t" / "metadata").glob("*.metadata.json"))
+    # set-location: relative, empty and outside are refused; nothing is written.
+    for location in ("rel", "", str(outside / "moved")):
+        response = post(
+            served,
+            "namespaces/loc/tables/ok",
+            change("loc", "ok", {"action": "set-location", "location": location}),
+        )
+        assert response.status_code == 403, (location, response.text)
+    assert not Path("/metadata").exists() and not Path("rel").exists()
+    assert not (outside / "moved").exists()
+
+
+# --- 6 and 9. names that are folders ------------------------------------------------
+
+
+def test_dot_names_are_refused(served: Served):
+    client = served.client()
+    client.create_namespace("dots")
+    schema = json.loads(
+        client.create_table(("dots", "ok"), SCHEMA).schema().model_dump_json(by_alias=True)
+    )
+    for name in (".", ".."):
+        response = post(served, "namespaces/dots/tables", {"name": name, "schema": schema})
+        assert response.status_code == 400, response.text
+        assert "is not a name" in error_of(response)["message"]
+    assert sorted(t[-1] for t in client.list_tables("dots")) == ["ok"]
+
+
+# --- 7. a staged snapshot naming a missing file ------------------------------------
+
+
+def test_a_snapshot_naming_a_missing_manifest_list_is_refused_and_rollback_works(served: Served):
+    b = new_table(served, "miss", "b", [1])
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{txn['id']}"
+    snapshot = b.metadata.current_snapshot().model_dump(mode="json", by_alias=True)
+    snapshot.update(
+        {
+            "snapshot-id": 777,
+            "parent-snapshot-id": b.metadata.current_snapshot_id,
+            "sequence-number": b.metadata.last_sequence_number + 1,
+            "manifest-list": f"{b.metadata.location}/metadata/snap-missing.avro",
+        }
+    )
+    staged = post(
+        served,
+        "namespaces/miss/tables/b",
+        change("miss", "b", {"action": "add-snapshot", "snapshot": snapshot}),
+        base,
+    )
+    assert staged.status_code == 400, staged.text
+    assert "does not exist" in error_of(staged)["message"]
+    assert requests.post(f"{base}/rollback", timeout=30).status_code == 204
+    assert requests.post(f"{base}/commit", timeout=30).status_code == 404  # it is over
+
+
+# --- 8. bounded state ---------------------------------------------------------------
+
+
+def test_unknown_transaction_ids_leave_nothing_behind(served: Served):
+    sessions = served_sessions(served)
+    before = sessions.held_state()
+    for i in range(300):
+        txn_id = f"{i:04d}" + "x" * 2000
+        response = requests.get(f"{served.uri}/txn/{txn_id}/v1/config", timeout=10)
+        assert response.status_code in (400, 404), response.text
+    assert sessions.held_state() == before
+
+
+def served_sessions(served: Served) -> Any:
+    app = served.server._server.config.app
+    found = [r for r in app.routes if getattr(r, "path", "") == "/txn"]
+    assert found
+    closure = found[0].endpoint.__closure__ or ()
+    for cell in closure:
+        value = cell.cell_contents
+        if hasattr(value, "held_state"):
+            return value
+    for cell in closure:  # through the error wrapper
+        inner = getattr(cell.cell_contents, "__closure__", None) or ()
+        for c in inner:
+            if hasattr(c.cell_contents, "held_state"):
+                return c.cell_contents
+    raise AssertionError("no sessions object")
+
+
+def test_idle_transactions_are_rolled_back_and_open_ones_are_capped(tmp_path: Path):
+    with serve(tmp_path, transaction_idle_seconds=1.0, max_open_transactions=2) as small:
+        client = small.client()
+        client.create_namespace("idle")
+        first = requests.post(f"{small.uri}/txn", json={}, timeout=10).json()
+        inside = f"{small.uri}/txn/{first['id']}"
+        from pyiceberg.catalog import load_catalog
+
+        in_txn = load_catalog("in", **{"type": "rest", "uri": inside})
+        in_txn.create_table(("idle", "t"), SCHEMA).append(rows([1]))
+        second = requests.post(f"{small.uri}/txn", json={}, timeout=10)
+        assert second.status_code == 200
+        third = requests.post(f"{small.uri}/txn", json={}, timeout=10)
+        assert third.status_code == 503, third.text
+        assert error_of(third)["type"] == "ServiceUnavailableException"
+        time.sleep(1.5)
+        # Beginning again finds both idle: they are rolled back, the files gone.
+        again = requests.post(f"{small.uri}/txn", json={}, timeout=10)
+        assert again.status_code == 200, again.text
+        done = requests.post(f"{inside}/commit", timeout=10)
+        assert done.status_code == 404
+        assert not client.table_exists(("idle", "t"))
+        assert not list(Path(small.warehouse.removeprefix("file://")).glob("idle.db/t/**/*.json"))
+
+
+# --- 10. requirements of concurrent plain commits ------------------------------------
+
+
+def test_concurrent_commits_with_the_same_requirement_land_once(tmp_path: Path):
+    """Four plain commits, each an append asserting the same snapshot, sent at
+    once. Each root put is held back a moment, so that every request has
+    checked its requirement before any of them publishes: the three that lose
+    the race must then fail the requirement against the newest metadata
+    (409), not be rebased past it."""
+    from faulty_storage import Call, FaultyStorage
+
+    import olympia
+
+    with serve(tmp_path) as s:
+        table = new_table(s, "req", "t", [1, 2, 3])
+        inner = s.catalog.olympia
+        faulty = FaultyStorage(inner.store.storage)
+
+        def slow_publish(call: Call) -> None:
+            if call.op == "put_if_absent" and call.path.startswith("vn/"):
+                time.sleep(0.3)
+
+        faulty.hook = slow_publish
+        s.catalog.olympia = olympia.load_catalog(faulty)
+        client = s.client()
+        changes = []
+        for i in range(4):
+            tx = client.load_table(("req", "t")).transaction()
+            tx.append(rows([10 + i]))
+            changes.append(change_of(tx))
+        assert all(
+            any(r["type"] == "assert-ref-snapshot-id" for r in c["requirements"]) for c in changes
+        )
+        barrier = threading.Barrier(4)
+
+        def send(change: dict[str, Any]) -> int:
+            barrier.wait()
+            return post(s, "namespaces/req/tables/t", change).status_code
+
+        with ThreadPoolExecutor(4) as pool:
+            codes = sorted(pool.map(send, changes))
+        faulty.hook = None
+        assert codes == [200, 409, 409, 409], codes
+        landed = ids_of(client.load_table(("req", "t")))
+        assert len(landed) == 4 and landed[:3] == [1, 2, 3], landed
+        assert table.metadata.current_snapshot_id is not None
