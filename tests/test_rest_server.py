@@ -644,3 +644,44 @@ def test_views_create_load_list_drop(served: Served) -> None:
     missing = requests.get(served.url("namespaces/vw/views/v"), timeout=10)
     assert missing.status_code == 404
     assert error_of(missing)["type"] == "NoSuchViewException"
+
+
+def test_errors_are_worded_as_icebergs_reference_server(served: Served) -> None:
+    """Iceberg's Java client and people reading Spark's errors rely on the
+    wording of Iceberg's REST reference server (spec/rest.md §4)."""
+    client = served.client()
+    client.create_namespace("wording")
+    client.create_table(("wording", "t"), SCHEMA)
+
+    def message(response: requests.Response, status: int) -> str:
+        assert response.status_code == status, response.text
+        return str(error_of(response)["message"])
+
+    got = requests.get(served.url("namespaces/nope"), timeout=10)
+    assert message(got, 404) == "Namespace does not exist: nope"
+    body = {"name": "t", "schema": {"type": "struct", "schema-id": 0, "fields": []}}
+    got = requests.post(served.url("namespaces/wording/tables"), json=body, timeout=10)
+    assert message(got, 409) == "Table already exists: wording.t"
+    got = requests.get(served.url("namespaces/wording/views/v"), timeout=10)
+    assert message(got, 404) == "View does not exist: wording.v"
+    got = requests.get(served.url("namespaces/wording/tables/missing"), timeout=10)
+    assert message(got, 404) == "Table does not exist: wording.missing"
+    for requirement, wording in (
+        (
+            {"type": "assert-current-schema-id", "current-schema-id": 5},
+            "Requirement failed: current schema changed: expected id 5 != 0",
+        ),
+        (
+            {"type": "assert-last-assigned-field-id", "last-assigned-field-id": 9},
+            "Requirement failed: last assigned field id changed: expected id 9 != 2",
+        ),
+        ({"type": "assert-create"}, "Requirement failed: table already exists"),
+    ):
+        change = {
+            "identifier": {"namespace": ["wording"], "name": "t"},
+            "requirements": [requirement],
+            "updates": [],
+        }
+        got = requests.post(served.url("namespaces/wording/tables/t"), json=change, timeout=10)
+        assert wording in message(got, 409)
+        assert error_of(got)["type"] == "CommitFailedException"

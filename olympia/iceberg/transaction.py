@@ -82,34 +82,52 @@ ICEBERG_FORMAT = "iceberg"
 
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
-    """Olympia's object errors as the PyIceberg exceptions PyIceberg users catch."""
+    """Olympia's object errors as the PyIceberg exceptions PyIceberg users
+    catch, worded as Iceberg's own catalogs word them (their clients and the
+    people reading Spark's errors rely on the wording)."""
     try:
         yield
     except oe.NamespaceNotFoundError as exc:
-        raise ice.NoSuchNamespaceError(str(exc)) from exc
+        raise ice.NoSuchNamespaceError(_iceberg_message(str(exc))) from exc
     except oe.TableNotFoundError as exc:
-        raise ice.NoSuchTableError(_table_message(str(exc))) from exc
+        raise ice.NoSuchTableError(_iceberg_message(str(exc))) from exc
     except oe.ViewNotFoundError as exc:
-        raise ice.NoSuchViewError(str(exc)) from exc
+        raise ice.NoSuchViewError(_iceberg_message(str(exc))) from exc
     except oe.NamespaceAlreadyExistsError as exc:
-        raise ice.NamespaceAlreadyExistsError(str(exc)) from exc
+        raise ice.NamespaceAlreadyExistsError(_iceberg_message(str(exc))) from exc
     except oe.TableAlreadyExistsError as exc:
-        raise ice.TableAlreadyExistsError(str(exc)) from exc
+        raise ice.TableAlreadyExistsError(_iceberg_message(str(exc))) from exc
     except oe.ViewAlreadyExistsError as exc:
-        raise ice.ViewAlreadyExistsError(str(exc)) from exc
+        raise ice.ViewAlreadyExistsError(_iceberg_message(str(exc), creating="view")) from exc
     except oe.NamespaceNotEmptyError as exc:
-        raise ice.NamespaceNotEmptyError(_namespace_message(str(exc))) from exc
+        raise ice.NamespaceNotEmptyError(_iceberg_message(str(exc))) from exc
 
 
-def _table_message(message: str) -> str:
-    """PyIceberg's wording ("Table does not exist: ns.t") for olympia's."""
-    found = re.fullmatch(r"table (\S+) does not exist", message)
-    return f"Table does not exist: {found.group(1)}" if found else message
+#: olympia's wording of an object error, and Iceberg's (Java catalogs; PyIceberg's agrees).
+_WORDING = (
+    (r"namespace '(.+)' does not exist", "Namespace does not exist: {0}"),
+    (r"namespace '(.+)' already exists", "Namespace already exists: {0}"),
+    (r"namespace '([^']+)' is not empty(.*)", "Namespace {0} is not empty{1}"),
+    (r"table (\S+) does not exist", "Table does not exist: {0}"),
+    (r"view (\S+) does not exist", "View does not exist: {0}"),
+)
 
 
-def _namespace_message(message: str) -> str:
-    """PyIceberg's wording ("Namespace ns is not empty") before olympia's."""
-    return re.sub(r"^namespace '([^']+)' is not empty", r"Namespace \1 is not empty", message)
+def _iceberg_message(message: str, creating: str = "table") -> str:
+    """Iceberg's wording for an olympia object error's ``message`` (unchanged
+    when it is not one of them). ``creating`` says what the failed write was
+    creating, for "a <kind> named X already exists"."""
+    for pattern, wording in _WORDING:
+        found = re.fullmatch(pattern, message, re.S)
+        if found:
+            return wording.format(*found.groups())
+    found = re.fullmatch(r"a (table|view) named (\S+) already exists", message)
+    if found:
+        kind, name = found.groups()
+        if kind == creating:
+            return f"{kind.capitalize()} already exists: {name}"
+        return f"{kind.capitalize()} with same name already exists: {name}"
+    return message
 
 
 @dataclass
@@ -288,7 +306,7 @@ class TransactionCatalog(MetastoreCatalog):
 
     def _require_namespace(self, namespace: str) -> None:
         if not self._txn.namespace_exists(namespace):
-            raise ice.NoSuchNamespaceError(f"namespace {namespace} does not exist")
+            raise ice.NoSuchNamespaceError(f"Namespace does not exist: {namespace}")
 
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
         """Record a scan of a table loaded through this catalog."""
@@ -322,7 +340,7 @@ class TransactionCatalog(MetastoreCatalog):
                 raise ice.NamespaceNotEmptyError(
                     f"Namespace {ns} is not empty: it holds namespaces {', '.join(self._children(ns))}"
                 )
-            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
+            raise ice.NoSuchNamespaceError(f"Namespace does not exist: {ns}")
         children = self._children(ns)
         if children:
             raise ice.NamespaceNotEmptyError(
@@ -345,7 +363,7 @@ class TransactionCatalog(MetastoreCatalog):
         if parent:
             names.namespace_name(parent)
             if not self.namespace_exists(parent):
-                raise ice.NoSuchNamespaceError(f"namespace {'.'.join(parent)} does not exist")
+                raise ice.NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(parent)}")
         depth = len(parent) + 1
         found: dict[Identifier, None] = {}
         for name in self._txn.list_namespaces():
@@ -361,7 +379,7 @@ class TransactionCatalog(MetastoreCatalog):
         except oe.NamespaceNotFoundError:
             if self._children(ns):
                 return {}
-            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist") from None
+            raise ice.NoSuchNamespaceError(f"Namespace does not exist: {ns}") from None
 
     def update_namespace_properties(
         self,
@@ -387,7 +405,7 @@ class TransactionCatalog(MetastoreCatalog):
         if not self._txn.namespace_exists(ns):
             if self._children(ns):
                 return []
-            raise ice.NoSuchNamespaceError(f"namespace {ns} does not exist")
+            raise ice.NoSuchNamespaceError(f"Namespace does not exist: {ns}")
         with translate_errors():
             return [names.identifier(ns, n) for n in lister(ns)]
 
@@ -429,7 +447,7 @@ class TransactionCatalog(MetastoreCatalog):
         )
         self._require_namespace(namespace)
         if self._txn.table_exists(namespace, name):
-            raise ice.TableAlreadyExistsError(f"table {namespace}.{name} already exists")
+            raise ice.TableAlreadyExistsError(f"Table already exists: {namespace}.{name}")
         if location is not None and not location.strip():
             raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
         location = location.rstrip("/") if location else self._default_location(namespace, name)
@@ -623,8 +641,12 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> View:
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
-        if self._txn.view_exists(namespace, name) or self._txn.table_exists(namespace, name):
-            raise ice.ViewAlreadyExistsError(f"view {namespace}.{name} already exists")
+        if self._txn.view_exists(namespace, name):
+            raise ice.ViewAlreadyExistsError(f"View already exists: {namespace}.{name}")
+        if self._txn.table_exists(namespace, name):
+            raise ice.ViewAlreadyExistsError(
+                f"Table with same name already exists: {namespace}.{name}"
+            )
         iceberg_schema = self._convert_schema_if_needed(schema)
         location = location.rstrip("/") if location else self._default_location(namespace, name)
         self._tx.owner.locations.check(location, f"the location of view {namespace}.{name}")

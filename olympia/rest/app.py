@@ -44,6 +44,7 @@ from pyiceberg.view.metadata import ViewVersion
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from olympia.iceberg import OlympiaCatalog, names
+from olympia.iceberg.transaction import translate_errors
 from olympia.rest.errors import (
     UNAUTHORIZED,
     RestError,
@@ -225,7 +226,8 @@ def view_result(catalog: Any, identifier: Identifier) -> Response:
     else:
         txn = catalog.transaction
         owner, reader = txn.owner, txn.olympia_transaction
-    location = reader.describe_view(namespace, name).metadata_location
+    with translate_errors():
+        location = reader.describe_view(namespace, name).metadata_location
     if not location:
         raise not_found("View", f"view {'.'.join(identifier)!r} has no Iceberg metadata")
     metadata = owner.read_view_metadata(location)
@@ -678,7 +680,7 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         else:
             with s.route(levels) as (cat, rest, pre):
                 if rest and not cat.namespace_exists(rest):
-                    raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+                    raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
                 found = [(*pre, *n) for n in cat.list_namespaces(rest)]
         page, next_token = _page(sorted(found), page_token, page_size)
         return json_response({"namespaces": [list(n) for n in page], "next-page-token": next_token})
@@ -718,7 +720,7 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             return Response(status_code=204)
         with s.route(levels) as (cat, rest, _):
             if not cat.namespace_exists(rest):
-                raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+                raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
         return Response(status_code=204)
 
     @app.delete(base + "/namespaces/{namespace}")
@@ -793,10 +795,12 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             identifier = (*rest, name)
             if request.stage_create:
                 if not cat.namespace_exists(rest):
-                    raise not_found("Namespace", f"namespace {'.'.join(levels)!r} does not exist")
+                    raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
                 if cat.table_exists(identifier):
                     raise RestError(
-                        409, "AlreadyExistsException", f"table {'.'.join(identifier)!r} exists"
+                        409,
+                        "AlreadyExistsException",
+                        f"Table already exists: {'.'.join(identifier)}",
                     )
                 staged = cat.create_table_transaction(
                     identifier,
@@ -851,7 +855,7 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         identifier = table_identifier(namespace, table)
         with s.route(identifier[:-1]) as (cat, rest, _):
             if not cat.table_exists((*rest, identifier[-1])):
-                raise not_found("Table", f"table {'.'.join(identifier)!r} does not exist")
+                raise not_found("Table", f"Table does not exist: {'.'.join(identifier)}")
         return Response(status_code=204)
 
     @app.post(base + "/namespaces/{namespace}/tables/{table}")
@@ -968,7 +972,7 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
         name = check_level("view name", view)
         with s.route(levels) as (cat, rest, _):
             if not cat.view_exists((*rest, name)):
-                raise not_found("View", f"view {'.'.join((*levels, name))!r} does not exist")
+                raise not_found("View", f"View does not exist: {'.'.join((*levels, name))}")
         return Response(status_code=204)
 
     @app.delete(base + "/namespaces/{namespace}/views/{view}")

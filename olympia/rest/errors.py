@@ -9,6 +9,7 @@ Iceberg layer may let through); :func:`classify` maps both to one
 from __future__ import annotations
 
 import json
+import re
 
 from pyiceberg import exceptions as ice
 
@@ -125,6 +126,45 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
 )
 
 
+#: PyIceberg's wording of a failed requirement, and Iceberg's REST reference
+#: server's, which Iceberg's Java client and the people reading Spark's
+#: errors expect (spec/rest.md §4).
+_REQUIREMENT_WORDING = (
+    (
+        r"current schema id has changed: expected (\S+), found (\S+)",
+        r"current schema changed: expected id \1 != \2",
+    ),
+    (
+        r"last assigned field id has changed: expected (\S+), found (\S+)",
+        r"last assigned field id changed: expected id \1 != \2",
+    ),
+    (
+        r"last assigned partition id has changed: expected (\S+), found (\S+)",
+        r"last assigned partition id changed: expected id \1 != \2",
+    ),
+    (
+        r"default spec id has changed: expected (\S+), found (\S+)",
+        r"default partition spec changed: expected id \1 != \2",
+    ),
+    (
+        r"default sort order id has changed: expected (\S+), found (\S+)",
+        r"default sort order changed: expected id \1 != \2",
+    ),
+    (
+        r"(?<!Requirement failed: )Table UUID does not match: (\S+) != (\S+)",
+        r"Requirement failed: UUID does not match: expected \1 != \2",
+    ),
+    (r"^Table already exists$", "Requirement failed: table already exists"),
+)
+
+
+def requirement_wording(message: str) -> str:
+    """``message`` with every failed requirement in Iceberg's words."""
+    for pattern, wording in _REQUIREMENT_WORDING:
+        message = re.sub(pattern, wording, message)
+    return message
+
+
 def classify(exc: BaseException, *, commit: bool = False) -> RestError:
     """The REST error for ``exc``.
 
@@ -137,7 +177,10 @@ def classify(exc: BaseException, *, commit: bool = False) -> RestError:
         return exc
     for kind, code, name in _TABLE:
         if isinstance(exc, kind):
-            return RestError(code, name, str(exc) or name)
+            message = str(exc) or name
+            if name == "CommitFailedException":
+                message = requirement_wording(message)
+            return RestError(code, name, message)
     if commit:
         return RestError(
             500,
