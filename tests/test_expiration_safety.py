@@ -569,6 +569,7 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
     counter = iter(range(10**9))
     outcomes: dict[str, int] = {
         "rolled_back": 0,
+        "verified": 0,
         "exported": 0,
         "refused": 0,
         "read": 0,
@@ -600,10 +601,17 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
         except CommitTimeoutError:
             outcomes["timed_out"] += 1
             return
-        view = olympia.load_catalog(uri).at_version(new)  # the whole tree is readable
-        for table in view.list_tables("n"):
-            view.describe_table("n", table)
         outcomes["rolled_back"] += 1
+        try:
+            view = olympia.load_catalog(uri).at_version(new)  # the whole tree is readable
+            for table in view.list_tables("n"):
+                view.describe_table("n", table)
+        except VersionNotFoundError:
+            # Expiration (keep_last=2) may expire it as soon as two writers
+            # publish after it, before this read (seen under load): expired
+            # is not lost. Every version still kept is read at the end.
+            return
+        outcomes["verified"] += 1
         time.sleep(0.01)
 
     def export() -> None:
@@ -647,7 +655,7 @@ def test_rollback_export_and_readers_beside_writers_and_expiration(tmp_path):
     counts = errors.pop("_counts")
     spurious = {k: [repr(e) for e in v[:3]] for k, v in errors.items() if v}
     assert spurious == {}, (spurious, counts, outcomes)
-    assert outcomes["rolled_back"] > 0 and outcomes["exported"] > 0, outcomes
+    assert outcomes["verified"] > 0 and outcomes["exported"] > 0, outcomes
     assert cat.fsck().ok
     _assert_readable(cat)
     for name, _ in exports:
