@@ -43,7 +43,9 @@ def client_files(
         candidates = added_files(owner, base_location, staged, metadata=False)
     except (OSError, ValueError, LocationNotAllowedError):
         return []
-    others = owner.table_locations(exclude=table)
+    # Table locations do not overlap unless the operator allows it; only then
+    # must every other table's location be looked at (a scan of the catalog).
+    others = owner.table_locations(exclude=table) if owner.locations.allow_overlap else []
     out: list[str] = []
     for path in candidates:
         try:
