@@ -67,9 +67,8 @@ def test_a_holder_killed_by_sigkill_does_not_block_the_next_writer(tmp_path: Pat
     # returns: the last close of a dying process's files may be left to a
     # kernel worker, which a loaded machine runs a moment later (seen with
     # both cores busy), so the next writer may wait briefly, never for long.
-    started = time.monotonic()
     lock = FileHostLock(path, wait_seconds=30)
-    assert lock.held and time.monotonic() - started < 30
+    assert lock.held
     lock.release()
     with cat.begin() as txn:
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
