@@ -233,22 +233,25 @@ class OlympiaCatalog(MetastoreCatalog):
                 self._locations.popitem(last=False)
         return where
 
-    def table_locations(self, exclude: tuple[str, str] | None = None) -> list[str]:
-        """The locations of every table of the latest version but ``exclude``
-        (namespace, name)."""
+    def _tables_by_location(
+        self, exclude: tuple[str, str] | None
+    ) -> Iterator[tuple[str, str, str]]:
+        """(namespace, name, normalised location) of every table of the latest
+        version but ``exclude``, whose location can be read."""
         view = self.olympia.latest()
-        out: list[str] = []
         for namespace in view.list_namespaces():
             for name in view.list_tables(namespace):
                 if (namespace, name) == exclude:
                     continue
                 metadata_location = view.describe_table(namespace, name).metadata_location
-                if not metadata_location:
-                    continue
-                where = self.table_location(metadata_location)
+                where = self.table_location(metadata_location) if metadata_location else None
                 if where is not None:
-                    out.append(where)
-        return out
+                    yield namespace, name, where
+
+    def table_locations(self, exclude: tuple[str, str] | None = None) -> list[str]:
+        """The locations of every table of the latest version but ``exclude``
+        (namespace, name)."""
+        return [where for _, _, where in self._tables_by_location(exclude)]
 
     def check_no_overlap(self, location: str, namespace: str, name: str) -> None:
         """Refuse normalised ``location`` for table ``namespace.name`` when
@@ -257,19 +260,13 @@ class OlympiaCatalog(MetastoreCatalog):
         Raises:
             LocationNotAllowedError
         """
-        view = self.olympia.latest()
-        for other_ns in view.list_namespaces():
-            for other in view.list_tables(other_ns):
-                if (other_ns, other) == (namespace, name):
-                    continue
-                metadata_location = view.describe_table(other_ns, other).metadata_location
-                where = self.table_location(metadata_location) if metadata_location else None
-                if where is not None and overlap(location, where):
-                    raise LocationNotAllowedError(
-                        f"the location of table {namespace}.{name} ({location}) overlaps that "
-                        f"of table {other_ns}.{other} ({where}); the operator can allow it "
-                        f"with --allow-overlapping-locations"
-                    )
+        for other_ns, other, where in self._tables_by_location((namespace, name)):
+            if overlap(location, where):
+                raise LocationNotAllowedError(
+                    f"the location of table {namespace}.{name} ({location}) overlaps that "
+                    f"of table {other_ns}.{other} ({where}); the operator can allow it "
+                    f"with --allow-overlapping-locations"
+                )
 
     def committed_location(self, version: int, namespace: str, name: str) -> str | None:
         """The metadata location of table ``namespace.name`` at catalog ``version``."""
