@@ -451,7 +451,6 @@ class TransactionCatalog(MetastoreCatalog):
         if location is not None and not location.strip():
             raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
         location = location.rstrip("/") if location else self._default_location(namespace, name)
-        self._tx.owner.locations.check(location, f"the location of table {namespace}.{name}")
         metadata_location = load_location_provider(
             location, properties
         ).new_table_metadata_file_location()
