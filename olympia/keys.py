@@ -46,11 +46,11 @@ _PREFIX_TO_TYPE = {type_prefix(t): t for t in ObjectType}
 #: explicit so that it does not depend on the Unicode version of the runtime:
 #: C0 and C1 controls, the space and every other White_Space character (the
 #: line and paragraph separators U+2028/U+2029 among them), surrogates, the 66
-#: noncharacters, ``/`` and ``\``. All other code points, including ones not
-#: yet assigned, are allowed.
+#: noncharacters and ``\``. All other code points, including ones not yet
+#: assigned, are allowed; ``/`` among them, as Iceberg allows it (a name never
+#: becomes a path without being encoded, spec/iceberg.md §2).
 FORBIDDEN_NAME_RANGES: tuple[tuple[int, int], ...] = (
     (0x0000, 0x0020),  # C0 controls and the space
-    (0x002F, 0x002F),  # /
     (0x005C, 0x005C),  # \
     (0x007F, 0x00A0),  # DEL, C1 controls, no-break space
     (0x1680, 0x1680),  # ogham space mark
@@ -73,7 +73,7 @@ def validate_name(kind: str, name: object, max_size: int) -> str:
 
     A name is a non-empty string of at most ``max_size`` code points with no
     code point of :data:`FORBIDDEN_NAME_RANGES` (controls, whitespace,
-    surrogates, noncharacters, ``/``, ``\\``) and no ``..``.
+    surrogates, noncharacters, ``\\``) and no ``..``; ``/`` is allowed.
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")

@@ -734,6 +734,32 @@ class Transaction(CatalogReader):
             apb.Action(type=A.VIEW_REPLACE, object_key=self._keys.view(namespace, name), view=view)
         )
 
+    def rename_view(self, namespace: str, name: str, new_namespace: str, new_name: str) -> None:
+        """Rename (and possibly move) a view: its definition is read, created
+        under the new name and dropped under the old one, all in this
+        transaction, so the rename commits whole or not at all.
+
+        Raises:
+            ViewNotFoundError, NamespaceNotFoundError (target namespace),
+            ViewAlreadyExistsError (target name taken by a view or a table).
+        """
+        validate.require_namespace(self._keys, "namespace", namespace)
+        validate.require_view_name(self._keys, "name", name)
+        validate.require_namespace(self._keys, "new_namespace", new_namespace)
+        validate.require_view_name(self._keys, "new_name", new_name)
+        info = self.describe_view(namespace, name)
+        self.create_view(
+            new_namespace,
+            new_name,
+            None if info.substrait_plan else info.sql_text,
+            substrait_plan=info.substrait_plan or None,
+            dialect=info.dialect,
+            schema_json=info.schema_json,
+            properties=info.properties,
+            metadata_location=info.metadata_location,
+        )
+        self.drop_view(namespace, name)
+
     def drop_view(self, namespace: str, name: str) -> None:
         """Drop a view.
 

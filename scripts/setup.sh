@@ -15,6 +15,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi
+# Iceberg's REST Compatibility Kit (tests/test_rck.py) compiles against
+# Debian's JUnit 5 and AssertJ.
+missing=""
+for p in junit5 libassertj-core-java; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "setup: apt-get install$missing" >&2
+  apt-get install -y -qq $missing >/dev/null 2>&1 \
+    || { apt-get update -qq && apt-get install -y -qq $missing >/dev/null; }
+elif [ -n "$missing" ]; then
+  echo "note: Debian packages$missing are missing: Iceberg's REST Compatibility Kit will install them when it runs (needs root)" >&2
+fi
 if ! command -v java >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
   echo "note: no Java on this machine: the Spark tests will be skipped (install a JDK 17)" >&2
 fi

@@ -41,7 +41,7 @@ N = InvalidNameError
 
 NAME = [
     (5, N), (1.5, N), (True, N), (None, N), (b"n", N), (("n",), N), (["n"], N),
-    ("", N), ("a b", N), ("a/b", N), ("..", N), ("x" * 10_000, N),
+    ("", N), ("a b", N), ("a\\b", N), ("a/../b", N), ("..", N), ("x" * 10_000, N),
     (SURROGATE, N), (LONE_LOW, N), ("a\x00", N),
 ]  # fmt: skip
 TEXT = [(5, T), (True, T), (None, T), (b"x", T), (("x",), T), (SURROGATE, V), (LONE_LOW, V)]
@@ -237,6 +237,15 @@ def _rows() -> list[Row]:
         new_name=NAME,
     )
     add("Transaction", "drop_table", {"namespace": "n", "name": "t"}, namespace=NAME, name=NAME)
+    add(
+        "Transaction",
+        "rename_view",
+        {"namespace": "n", "name": "v", "new_namespace": "n", "new_name": "v2"},
+        namespace=NAME,
+        name=NAME,
+        new_namespace=NAME,
+        new_name=NAME,
+    )
     add("Transaction", "drop_view", {"namespace": "n", "name": "v"}, namespace=NAME, name=NAME)
     for method, view in (("create_view", "new"), ("replace_view", "v")):
         add(

@@ -96,9 +96,9 @@ def test_show_objects(lake: str) -> None:
     missing = run("show", "table", "sales", "nope", warehouse=lake)
     assert missing.returncode == 2
     assert "sales.nope" in missing.stderr and "Traceback" not in missing.stderr
-    bad = run("show", "table", "sales", "bad/name", warehouse=lake)
+    bad = run("show", "table", "sales", "bad\\name", warehouse=lake)
     assert bad.returncode == 2
-    assert "bad/name" in bad.stderr and "Traceback" not in bad.stderr
+    assert "bad\\\\name" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_log_json_table_and_graph(lake: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 import olympia
 from olympia import errors as oe
+from olympia.iceberg import views
 from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
 from olympia.iceberg.sidecar import FOLDER
 from olympia.iceberg.transaction import (
@@ -488,6 +489,27 @@ class OlympiaCatalog(MetastoreCatalog):
 
     def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
         return self._run(lambda c: c.register_view(identifier, metadata_location))
+
+    def rename_view(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> None:
+        """Rename (or move) a view; its metadata is unchanged.
+
+        Raises:
+            NoSuchViewError, NoSuchNamespaceError (target namespace),
+            ViewAlreadyExistsError / TableAlreadyExistsError (target name taken).
+        """
+        self._run(lambda c: c.rename_view(from_identifier, to_identifier))
+
+    def commit_view(
+        self,
+        identifier: str | Identifier,
+        requirements: Sequence[views.AssertViewUUID],
+        updates: Sequence[views.ViewUpdate],
+    ) -> tuple[ViewMetadata, str]:
+        """Apply a view commit as one olympia transaction (spec/iceberg.md §6):
+        returns the view's new metadata and its location."""
+        return self._run(lambda c: c.commit_view(identifier, requirements, updates))
 
     # --- lifecycle -------------------------------------------------------------------
 

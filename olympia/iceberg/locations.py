@@ -69,6 +69,17 @@ def normalize(location: str, what: str = "location") -> str:
     return f"{scheme}://{'/' if scheme == 'file' else ''}{'/'.join(segments)}"
 
 
+def path_segment(name: str) -> str:
+    """``name`` as one segment of a default location (spec/iceberg.md §2):
+    ``%`` becomes ``%25`` and ``/`` becomes ``%2F``, and a name that is
+    exactly ``.`` becomes ``%2E``, so that a name never adds a folder level,
+    never names the folder it is in or one above it (``..`` is no name,
+    spec/format.md §5.1), and two names never share a segment. File systems
+    and object stores take the result literally (``%2F`` is not decoded)."""
+    segment = name.replace("%", "%25").replace("/", "%2F")
+    return "%2E" if segment == "." else segment
+
+
 def is_under(location: str, root: str) -> bool:
     """Whether normalised ``location`` is ``root`` or lies inside it."""
     return location == root or location.startswith(root + "/")

@@ -37,11 +37,12 @@ from pyiceberg.table.update import (
     TableRequirement,
     TableUpdate,
     _update_table_metadata_log,
-    update_table_metadata,
 )
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 
 from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.metadata import ROW_LINEAGE_FORMAT_VERSION
+from olympia.iceberg.updates import apply_updates
 from olympia.iceberg.validation import (
     ChangedFile,
     SnapshotChanges,
@@ -330,7 +331,7 @@ class _Rebaser:
         ours = self.base
         for commit in commits:
             running = self.apply_commit(commit, running, ours)
-            ours = update_table_metadata(ours, commit.updates)
+            ours = apply_updates(ours, commit.updates)
         return running
 
     def apply_commit(
@@ -347,7 +348,7 @@ class _Rebaser:
                 self.staged.append(snapshot)
                 branch = targets.get(snapshot.snapshot_id)
                 current = self.apply(running, pending)
-                ours_before = update_table_metadata(ours, commit.updates[:index]) if index else ours
+                ours_before = apply_updates(ours, commit.updates[:index]) if index else ours
                 if branch is None or self.can_keep(snapshot, branch, current, ours_before):
                     pending.append(update)
                     self.produced.append(snapshot.snapshot_id)
@@ -369,7 +370,7 @@ class _Rebaser:
         if not updates:
             return running
         try:
-            return update_table_metadata(running, tuple(updates))
+            return apply_updates(running, updates)
         except (ValueError, CommitFailedException) as e:
             raise self.conflict(
                 "update-failed", f"an update cannot be applied to the newer metadata: {e}"
@@ -487,6 +488,14 @@ class _Rebaser:
             ours_before,
             conflict_filter,
         )
+        if current.format_version >= ROW_LINEAGE_FORMAT_VERSION:
+            # Its manifest list holds row ids that follow from the base, and
+            # PyIceberg 0.12 cannot write version-3 manifests to produce it again.
+            raise self.conflict(
+                "cannot-rebase",
+                f"snapshot {snapshot.snapshot_id} of a format-version {current.format_version} "
+                f"table cannot be produced again on the newer metadata (its row ids would change)",
+            )
         updates = self.produce(snapshot, operation, branch, added, removed, current)
         self.rebuilt = True
         return updates

@@ -15,10 +15,9 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from uuid import uuid4
 
 import pyarrow as pa
 from pyiceberg import exceptions as ice
@@ -49,17 +48,18 @@ from pyiceberg.table.update import (
     AssertCreate,
     TableRequirement,
     TableUpdate,
-    update_table_metadata,
 )
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names, rebase, sidecar
+from olympia.iceberg import names, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
-from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap
+from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap, path_segment
+from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
+from olympia.iceberg.updates import apply_updates
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
@@ -427,9 +427,10 @@ class TransactionCatalog(MetastoreCatalog):
 
     def _default_location(self, namespace: str, name: str) -> str:
         props = self.load_namespace_properties(names.namespace_levels(namespace))
+        # Names may hold "/" (spec/iceberg.md §2): each is encoded as one segment.
         if base := props.get(LOCATION):
-            return f"{base.rstrip('/')}/{name}"
-        return f"{self._tx.owner.warehouse}/{namespace}.db/{name}"
+            return f"{base.rstrip('/')}/{path_segment(name)}"
+        return f"{self._tx.owner.warehouse}/{path_segment(namespace)}.db/{path_segment(name)}"
 
     def _create_staged_table(
         self,
@@ -454,12 +455,17 @@ class TransactionCatalog(MetastoreCatalog):
         metadata_location = load_location_provider(
             location, properties
         ).new_table_metadata_file_location()
-        metadata = new_table_metadata(
-            location=location,
-            schema=iceberg_schema,
-            partition_spec=partition_spec,
-            sort_order=sort_order,
-            properties=properties,
+        metadata = with_row_lineage(
+            with_defaults(
+                new_table_metadata(
+                    location=location,
+                    schema=iceberg_schema,
+                    partition_spec=partition_spec,
+                    sort_order=sort_order,
+                    properties=properties,
+                ),
+                iceberg_schema,
+            )
         )
         self._check_table_locations(namespace, name, metadata, None, metadata_location)
         return StagedTable(
@@ -483,7 +489,7 @@ class TransactionCatalog(MetastoreCatalog):
             identifier, schema, location, partition_spec, sort_order, properties
         )
         namespace, name = names.table_name(identifier)
-        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        write_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._tx._state(namespace, name, None)
         with translate_errors():
             self._txn.create_table(namespace, name, staged.metadata_location)
@@ -531,6 +537,7 @@ class TransactionCatalog(MetastoreCatalog):
             raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         self._tx._state(namespace, name, location)
         self._require_namespace(new_namespace)
+        self._check_rename_target(namespace, name, new_namespace, new_name)
         with translate_errors():
             self._txn.rename_table(namespace, name, new_namespace, new_name)
         self._tx._renamed((namespace, name), (new_namespace, new_name))
@@ -565,8 +572,8 @@ class TransactionCatalog(MetastoreCatalog):
             raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         for requirement in requirements:
             requirement.validate(current)
-        metadata = update_table_metadata(
-            base_metadata=current if current is not None else self._empty_table_metadata(),
+        metadata = apply_updates(
+            current if current is not None else self._empty_table_metadata(),
             updates=updates,
             enforce_validation=current is None,
             metadata_location=location,
@@ -582,7 +589,7 @@ class TransactionCatalog(MetastoreCatalog):
         ).new_table_metadata_file_location(version)
         self._check_table_locations(namespace, name, metadata, current, new_location)
         io = self._load_file_io(metadata.properties, new_location)
-        self._write_metadata(metadata, io, new_location)
+        write_metadata(metadata, io, new_location)
         self._tx.owner.remember_metadata(new_location, metadata)
         with translate_errors():
             if location is None:
@@ -618,6 +625,11 @@ class TransactionCatalog(MetastoreCatalog):
 
     def load_view(self, identifier: str | Identifier) -> View:
         namespace, name = names.table_name(identifier)
+        location = self._view_location(namespace, name)
+        return View(names.identifier(namespace, name), self._tx.owner.read_view_metadata(location))
+
+    def _view_location(self, namespace: str, name: str) -> str:
+        """The metadata location of a view (NoSuchViewError if there is none)."""
         with translate_errors():
             info = self._txn.describe_view(namespace, name)
         if not info.metadata_location:
@@ -625,10 +637,7 @@ class TransactionCatalog(MetastoreCatalog):
                 f"view {namespace}.{name} has no Iceberg view metadata (it was created through "
                 f"olympia's own API with SQL text only)"
             )
-        return View(
-            names.identifier(namespace, name),
-            self._tx.owner.read_view_metadata(info.metadata_location),
-        )
+        return info.metadata_location
 
     def create_view(
         self,
@@ -638,6 +647,8 @@ class TransactionCatalog(MetastoreCatalog):
         location: str | None = None,
         properties: Properties = EMPTY_DICT,
     ) -> View:
+        """Create a view; its schema and version ids are assigned as Iceberg
+        assigns them (spec/iceberg.md §6), whatever the request proposes."""
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
         if self._txn.view_exists(namespace, name):
@@ -646,30 +657,64 @@ class TransactionCatalog(MetastoreCatalog):
             raise ice.ViewAlreadyExistsError(
                 f"Table with same name already exists: {namespace}.{name}"
             )
-        iceberg_schema = self._convert_schema_if_needed(schema)
+        if location is not None and not location.strip():
+            raise LocationNotAllowedError(f"the location of view {namespace}.{name} is empty")
         location = location.rstrip("/") if location else self._default_location(namespace, name)
-        self._tx.owner.locations.check(location, f"the location of view {namespace}.{name}")
-        version = view_version.model_copy(update={"schema_id": iceberg_schema.schema_id})
-        metadata = ViewMetadata.model_validate(
-            {
-                "view-uuid": str(uuid4()),
-                "format-version": 1,
-                "location": location,
-                "schemas": [iceberg_schema],
-                "current-version-id": version.version_id,
-                "versions": [version],
-                "version-log": [
-                    {"timestamp-ms": version.timestamp_ms, "version-id": version.version_id}
-                ],
-                "properties": dict(properties),
-            }
+        metadata = views.new_view_metadata(
+            location, self._convert_schema_if_needed(schema), view_version, properties
         )
-        metadata_location = f"{location}/metadata/00000-{uuid4()}.metadata.json"
-        io = self._load_file_io(location=metadata_location)
-        with io.new_output(metadata_location).create(overwrite=False) as out:
-            out.write(metadata.model_dump_json(by_alias=True, exclude_none=True).encode())
-        self._register_view(namespace, name, metadata, metadata_location)
+        metadata_location = self._write_view_metadata(namespace, name, metadata, None)
+        self._store_view(namespace, name, metadata, metadata_location, replace=False)
         return View(names.identifier(namespace, name), metadata)
+
+    def commit_view(
+        self,
+        identifier: str | Identifier,
+        requirements: Sequence[views.AssertViewUUID],
+        updates: Sequence[views.ViewUpdate],
+    ) -> tuple[ViewMetadata, str]:
+        """Apply a view commit (the REST ``POST .../views/{view}``) to the
+        view's current metadata: its requirements must hold, its updates are
+        applied as Iceberg applies them. Returns the new metadata and its
+        location (the current ones when nothing changed).
+
+        Raises:
+            NoSuchViewError; ViewRequirementFailed (a CommitFailedException
+            over REST); InvalidViewError (an update cannot be applied).
+        """
+        namespace, name = names.table_name(identifier)
+        location = self._view_location(namespace, name)
+        current = self._tx.owner.read_view_metadata(location)
+        for requirement in requirements:
+            requirement.validate_on(current)
+        metadata = views.ViewBuilder(current).apply(updates).build()
+        if metadata == current:
+            return current, location
+        metadata_location = self._write_view_metadata(namespace, name, metadata, location)
+        self._store_view(namespace, name, metadata, metadata_location, replace=True)
+        return metadata, metadata_location
+
+    def rename_view(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> None:
+        namespace, name = names.table_name(from_identifier)
+        new_namespace, new_name = names.table_name(to_identifier)
+        if not self._txn.view_exists(namespace, name):
+            raise ice.NoSuchViewError(f"View does not exist: {namespace}.{name}")
+        self._require_namespace(new_namespace)
+        self._check_rename_target(namespace, name, new_namespace, new_name)
+        with translate_errors():
+            self._txn.rename_view(namespace, name, new_namespace, new_name)
+
+    def _check_rename_target(
+        self, namespace: str, name: str, new_namespace: str, new_name: str
+    ) -> None:
+        """Iceberg's refusal of a rename onto a name a table or view has."""
+        where = f"Cannot rename {namespace}.{name} to {new_namespace}.{new_name}."
+        if self._txn.view_exists(new_namespace, new_name):
+            raise ice.ViewAlreadyExistsError(f"{where} View already exists")
+        if self._txn.table_exists(new_namespace, new_name):
+            raise ice.TableAlreadyExistsError(f"{where} Table already exists")
 
     def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
         namespace, name = names.table_name(identifier)
@@ -677,19 +722,42 @@ class TransactionCatalog(MetastoreCatalog):
         what = f"the metadata-location of view {namespace}.{name}"
         self._tx.owner.locations.check(metadata_location, what)
         metadata = self._tx.owner.read_view_metadata(metadata_location, what)
-        self._register_view(namespace, name, metadata, metadata_location)
+        self._store_view(namespace, name, metadata, metadata_location, replace=False)
         return View(names.identifier(namespace, name), metadata)
 
-    def _register_view(
-        self, namespace: str, name: str, metadata: ViewMetadata, metadata_location: str
+    def _write_view_metadata(
+        self, namespace: str, name: str, metadata: ViewMetadata, previous: str | None
+    ) -> str:
+        """Write a view's new metadata file (its location and metadata folder
+        checked against the allowed locations first); returns its location."""
+        what = f"view {namespace}.{name}"
+        check = self._tx.owner.locations.check
+        check(metadata.location, f"the location of {what}")
+        if folder := metadata.properties.get(views.WRITE_METADATA_PATH):
+            check(folder, f"the {views.WRITE_METADATA_PATH} of {what}")
+        metadata_location = views.new_metadata_location(metadata, previous)
+        io = self._load_file_io(location=metadata_location)
+        with io.new_output(metadata_location).create(overwrite=False) as out:
+            out.write(metadata.model_dump_json(by_alias=True, exclude_none=True).encode())
+        return metadata_location
+
+    def _store_view(
+        self,
+        namespace: str,
+        name: str,
+        metadata: ViewMetadata,
+        metadata_location: str,
+        *,
+        replace: bool,
     ) -> None:
         version = next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
         sql = version.representations[0].root if version.representations else None
         schema = next(
             (s for s in metadata.schemas if s.schema_id == version.schema_id), metadata.schemas[0]
         )
+        write = self._txn.replace_view if replace else self._txn.create_view
         with translate_errors():
-            self._txn.create_view(
+            write(
                 namespace,
                 name,
                 sql.sql if sql is not None else "",
@@ -936,7 +1004,7 @@ class IcebergMerge:
                 MetastoreCatalog._parse_metadata_version(theirs_location) + 1
             )
             out_io = tx.catalog._load_file_io(rebased.metadata.properties, new_location)
-            MetastoreCatalog._write_metadata(rebased.metadata, out_io, new_location)
+            write_metadata(rebased.metadata, out_io, new_location)
             tx.owner.remember_metadata(new_location, rebased.metadata)
             # The staged metadata files built on the old base are replaced.
             self.obsolete_files.extend(rebased.obsolete_files)
@@ -1329,6 +1397,19 @@ class IcebergTransaction:
 
     def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
         return self.catalog.register_view(identifier, metadata_location)
+
+    def rename_view(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> None:
+        self.catalog.rename_view(from_identifier, to_identifier)
+
+    def commit_view(
+        self,
+        identifier: str | Identifier,
+        requirements: Sequence[views.AssertViewUUID],
+        updates: Sequence[views.ViewUpdate],
+    ) -> tuple[ViewMetadata, str]:
+        return self.catalog.commit_view(identifier, requirements, updates)
 
     # --- ending -----------------------------------------------------------------------
 

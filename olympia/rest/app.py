@@ -13,6 +13,7 @@ import functools
 import hmac
 import json
 import logging
+import re
 import uuid
 from collections.abc import (
     Awaitable,
@@ -26,6 +27,7 @@ from collections.abc import (
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
+from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -40,10 +42,12 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
-from pyiceberg.view.metadata import ViewVersion
+from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from olympia.iceberg import OlympiaCatalog, names
+from olympia.iceberg.metadata import to_json as metadata_json
 from olympia.iceberg.transaction import translate_errors
 from olympia.rest.errors import (
     UNAUTHORIZED,
@@ -56,6 +60,7 @@ from olympia.rest.errors import (
 from olympia.rest.models import (
     CommitTableRequest,
     CommitTransactionRequest,
+    CommitViewRequest,
     CreateNamespaceRequest,
     RegisterTableRequest,
     RenameTableRequest,
@@ -95,6 +100,8 @@ ENDPOINTS = (
     "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/views/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
 )
 
@@ -205,14 +212,14 @@ def error_response(err: RestError, head: bool = False, flat: bool = False) -> Re
 
 
 def load_result(metadata: TableMetadata, metadata_location: str | None) -> Response:
-    """A ``LoadTableResult``; the metadata is serialised by PyIceberg, as in
-    the metadata files it writes."""
+    """A ``LoadTableResult``; the metadata is serialised as in the metadata
+    files olympia writes (any format version, spec/iceberg.md §10)."""
     location = (
         ""
         if metadata_location is None
         else f'"metadata-location": {json.dumps(metadata_location)}, '
     )
-    body = "{" + location + f'"metadata": {metadata.model_dump_json()}, "config": {{}}}}'
+    body = "{" + location + f'"metadata": {metadata_json(metadata)}, "config": {{}}}}'
     return Response(body, media_type="application/json")
 
 
@@ -230,7 +237,11 @@ def view_result(catalog: Any, identifier: Identifier) -> Response:
         location = reader.describe_view(namespace, name).metadata_location
     if not location:
         raise not_found("View", f"view {'.'.join(identifier)!r} has no Iceberg metadata")
-    metadata = owner.read_view_metadata(location)
+    return view_body(owner.read_view_metadata(location), location)
+
+
+def view_body(metadata: ViewMetadata, location: str) -> Response:
+    """A ``LoadViewResult`` of ``metadata``, read from or written to ``location``."""
     body = (
         f'{{"metadata-location": {json.dumps(location)}, '
         f'"metadata": {metadata.model_dump_json()}, "config": {{}}}}'
@@ -516,13 +527,22 @@ class _Route(APIRoute):
 
         return run
 
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """As APIRoute's, but with the ``%2F`` and ``%25`` that
+        :class:`_EncodedSlashes` kept in the path decoded in each path parameter."""
+        match, child = super().matches(scope)
+        if match is not Match.NONE and scope.get(_KEPT_ESCAPES):
+            params = child["path_params"]
+            for name in self.param_convertors:
+                if isinstance(params.get(name), str):
+                    params[name] = _KEPT_ESCAPE.sub(_unescape, params[name])
+        return match, child
+
 
 # Operations of the specification this server does not implement (and does
 # not advertise), answered with a status the specification documents for
 # them rather than a bare 404/405: (method, route below /v1/{prefix}, status).
 _UNSUPPORTED = (
-    ("POST", "/namespaces/{namespace}/views/{view}", 400),  # replace a view
-    ("POST", "/views/rename", 406),
     ("POST", "/namespaces/{namespace}/tables/{table}/plan", 406),
     ("POST", "/namespaces/{namespace}/tables/{table}/sign", 400),
 )
@@ -637,6 +657,7 @@ def create_app(
         return failed(request, RestError(500, "InternalServerError", f"{type(exc).__name__}"))
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
+    app.add_middleware(_EncodedSlashes)
 
     sessions = (
         OpenTransactions(
@@ -984,6 +1005,32 @@ def _catalog_routes(app: FastAPI, root: str, prefix: str, resolve: Callable[...,
             cat.drop_view((*rest, name))
         return Response(status_code=204)
 
+    @app.post(base + "/namespaces/{namespace}/views/{view}")
+    @_errors(commit=True)
+    def replace_view(
+        namespace: str, view: str, request: CommitViewRequest, s: _Scope = Depends(resolve)
+    ) -> Response:
+        levels = parse_namespace(namespace)
+        name = check_level("view name", view)
+        with s.route(levels) as (cat, rest, _):
+            metadata, location = cat.commit_view(
+                (*rest, name), request.requirements, request.updates
+            )
+        return view_body(metadata, location)
+
+    @app.post(base + "/views/rename")
+    @_errors(commit=True)
+    def rename_view(request: RenameTableRequest, s: _Scope = Depends(resolve)) -> Response:
+        source_ns = check_namespace(request.source.namespace)
+        dest_ns = check_namespace(request.destination.namespace)
+        source_name = check_level("source name", request.source.name)
+        dest_name = check_level("destination name", request.destination.name)
+        with s.route(source_ns) as (cat, rest, pre):
+            if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
+                raise bad_request("a view cannot be renamed into or out of a transaction")
+            cat.rename_view((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
+        return Response(status_code=204)
+
     # -- multi-table transactions ----------------------------------------
     @app.post(base + "/transactions/commit")
     @_errors(commit=True)
@@ -1095,3 +1142,50 @@ class _Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+# --- names holding "/" in the path (spec/rest.md §5) --------------------------
+
+#: Scope key set when the routing path keeps ``%2F`` and ``%25`` encoded.
+_KEPT_ESCAPES = "olympia.kept_escapes"
+#: A kept escape in a routing path (and a raw ``%`` that starts no escape).
+_KEPT_ESCAPE = re.compile(r"%(?:2[fF]|25|(?![0-9A-Fa-f]{2}))")
+
+
+def _unescape(m: re.Match[str]) -> str:
+    return "/" if m.group().upper() == "%2F" else "%"
+
+
+def _keep(m: re.Match[str]) -> str:
+    return "%2F" if m.group().upper() == "%2F" else "%25"
+
+
+def routing_path(raw_path: str) -> str:
+    """``raw_path`` decoded except for ``%2F`` and ``%25`` (and a ``%`` that
+    starts no escape, which becomes ``%25``): a ``/`` of the result is a ``/``
+    of the request, and decoding ``%2F`` and ``%25`` in one segment of it
+    gives that segment as the server would otherwise decode it."""
+    pieces = _KEPT_ESCAPE.split(raw_path)
+    kept = [_keep(m) for m in _KEPT_ESCAPE.finditer(raw_path)]
+    return unquote(pieces[0]) + "".join(k + unquote(p) for k, p in zip(kept, pieces[1:]))
+
+
+class _EncodedSlashes:
+    """Routes a request whose path holds ``%2F`` on the path with ``%2F``
+    kept encoded, so that a namespace, table or view name holding ``/``
+    stays one path parameter (the server otherwise decodes the path before
+    routing); :class:`_Route` decodes the parameters. Other paths are routed
+    as they come."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if isinstance(raw, bytes) and b"%2f" in raw.lower():
+            path = routing_path(raw.decode("latin-1"))
+            # Only when it is the server's path with some "/" kept encoded
+            # (not so, e.g., for a root_path that holds "%").
+            if _KEPT_ESCAPE.sub(_unescape, path) == scope.get("path"):
+                scope = {**scope, "path": path, _KEPT_ESCAPES: True}
+        await self.app(scope, receive, send)

@@ -15,6 +15,7 @@ from pyiceberg import exceptions as ice
 
 from olympia import errors as oly
 from olympia.iceberg.names import InvalidNamespaceError
+from olympia.iceberg.views import InvalidViewError, ViewRequirementFailed
 
 
 class RestError(Exception):
@@ -116,6 +117,9 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (oly.CommitConflictError, 409, "CommitFailedException"),
     (oly.TransactionClosedError, 409, "CommitFailedException"),
     (oly.TransactionExpiredError, 409, "CommitFailedException"),
+    (ViewRequirementFailed, 409, "CommitFailedException"),
+    # Iceberg's Java client raises this type as IllegalArgumentException
+    (InvalidViewError, 400, "IllegalArgumentException"),
     (ice.ValidationError, 400, "BadRequestException"),
     (ice.ValidationException, 400, "BadRequestException"),
     (ice.BadRequestError, 400, "BadRequestException"),

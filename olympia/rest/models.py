@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
+from olympia.iceberg.views import ViewRequirement, ViewUpdate
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore")
@@ -51,6 +53,14 @@ class CommitTableRequest(_Body):
     identifier: TableIdentifierModel | None = None
     requirements: list[TableRequirement] = Field(default_factory=list)
     updates: list[TableUpdate] = Field(default_factory=list)
+
+
+class CommitViewRequest(_Body):
+    """A view commit: the path names the view; ``identifier`` is optional."""
+
+    identifier: TableIdentifierModel | None = None
+    requirements: list[ViewRequirement] = Field(default_factory=list)
+    updates: list[ViewUpdate] = Field(default_factory=list)
 
 
 class CommitTransactionRequest(_Body):
