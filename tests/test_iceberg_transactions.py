@@ -295,7 +295,9 @@ def test_merge_hook_rebases_the_changed_tables(
     cat.load_table("ns.b").append(rows([3]))
     calls: list[tuple[str, int | None, int]] = []
 
-    def fake_rebase(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+    def fake_rebase(
+        io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None
+    ):  # type: ignore[no-untyped-def]
         calls.append((table, version, len(commits)))
         metadata = theirs
         for commit in commits:
@@ -344,7 +346,9 @@ def test_two_processes_appending_to_one_table(lake: tuple[OlympiaCatalog, Path])
     assert ids_of(cat.load_table("ns.a")) == [1, *range(100, 106), *range(200, 206)]
 
 
-def _apply_on_theirs(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+def _apply_on_theirs(
+    io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None
+):  # type: ignore[no-untyped-def]
     """A stand-in for rebase.rebase_table: the staged updates applied on theirs."""
     from pyiceberg.table.update import update_table_metadata
 
@@ -381,7 +385,7 @@ def test_core_hook_refusal_publishes_nothing_and_cleans_up(
 ) -> None:
     from olympia.iceberg import rebase
 
-    def refuse(io, table, base, commits, theirs, *, isolation, scans=(), version=None):  # type: ignore[no-untyped-def]
+    def refuse(io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None):  # type: ignore[no-untyped-def]
         raise CommitConflictException(
             f"{table}: refused", table=table, version=version, rule="removed-file-gone"
         )

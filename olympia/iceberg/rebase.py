@@ -42,6 +42,7 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.metadata import ROW_LINEAGE_FORMAT_VERSION
+from olympia.iceberg.reads import MetadataReads, check_metadata_reads
 from olympia.iceberg.updates import apply_updates
 from olympia.iceberg.validation import (
     ChangedFile,
@@ -137,6 +138,9 @@ class Rebased:
     metadata: TableMetadata
     obsolete_files: tuple[str, ...] = ()
     written_files: tuple[str, ...] = ()
+    #: The updates that turn ``theirs`` into ``metadata``: the commits' own,
+    #: with each snapshot produced again in place of the staged one.
+    updates: tuple[TableUpdate, ...] = ()
 
 
 def rebase_table(
@@ -148,6 +152,7 @@ def rebase_table(
     *,
     isolation: str,
     scans: Sequence[ScanRecord] = (),
+    reads: MetadataReads | None = None,
     version: int | None = None,
     metadata_location: str | None = None,
 ) -> Rebased:
@@ -155,7 +160,8 @@ def rebase_table(
 
     ``table`` is the dotted identifier and ``version`` the olympia version
     that wrote ``theirs``, both for error messages. ``scans`` are the
-    transaction's scans of this table (checked under SERIALIZABLE).
+    transaction's scans of this table (checked under SERIALIZABLE), ``reads``
+    what it read of the table's metadata (:mod:`olympia.iceberg.reads`).
     ``metadata_location`` is the location of ``theirs``' metadata file: when
     given and the result differs from ``theirs``, it is appended to the
     result's metadata log, as a catalog commit does.
@@ -167,6 +173,11 @@ def rebase_table(
         ValueError: ``isolation`` is not ``snapshot`` or ``serializable``.
     """
     _check_isolation(isolation)
+    if reads:
+        updates = [u for commit in commits for u in commit.updates]
+        check_metadata_reads(
+            table, base, theirs, reads, updates, isolation=isolation, version=version
+        )
     check_scans(io, table, base, theirs, scans, isolation=isolation, version=version)
     rebaser = _Rebaser(io, table, base, theirs, isolation, version)
     try:
@@ -180,6 +191,7 @@ def rebase_table(
         metadata=metadata,
         obsolete_files=rebaser.obsolete_files(metadata),
         written_files=tuple(rebaser.written),
+        updates=tuple(rebaser.applied),
     )
 
 
@@ -281,7 +293,7 @@ def _user_summary_properties(snapshot: Snapshot) -> dict[str, str]:
     }
 
 
-def _branch_targets(updates: Iterable[TableUpdate]) -> dict[int, str]:
+def branch_targets(updates: Iterable[TableUpdate]) -> dict[int, str]:
     """Snapshot id -> branch, for the snapshots a commit adds and points a branch at."""
     added = {u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)}
     targets: dict[int, str] = {}
@@ -315,6 +327,7 @@ class _Rebaser:
         self.isolation = isolation
         self.version = version
         self.written: list[str] = []
+        self.applied: list[TableUpdate] = []
         self.staged: list[Snapshot] = []
         self.produced: list[int] = []
         self.id_map: dict[int, int] = {}
@@ -337,7 +350,7 @@ class _Rebaser:
     def apply_commit(
         self, commit: StagedCommit, running: TableMetadata, ours: TableMetadata
     ) -> TableMetadata:
-        targets = _branch_targets(commit.updates)
+        targets = branch_targets(commit.updates)
         rebased = set() if commit.strict else set(targets.values())
         self.check_requirements(commit.requirements, rebased, running)
         pending: list[TableUpdate] = []
@@ -364,6 +377,7 @@ class _Rebaser:
                 continue
             else:
                 pending.append(self.remap(update))
+        self.applied.extend(pending)
         return self.apply(running, pending)
 
     def apply(self, running: TableMetadata, updates: list[TableUpdate]) -> TableMetadata:

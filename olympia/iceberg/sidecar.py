@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -17,6 +17,7 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
 from olympia.errors import CorruptCatalogError
+from olympia.iceberg.reads import MetadataReads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 
 FORMAT = 1
@@ -39,6 +40,7 @@ class TableRecord:
     commits: tuple[StagedCommit, ...]
     scans: tuple[ScanRecord, ...]
     metadata_files: tuple[str, ...]
+    reads: MetadataReads = field(default_factory=MetadataReads)
 
 
 def location(warehouse: str, txn_id: str) -> str:
@@ -78,6 +80,7 @@ def dump(tables: Sequence[TableRecord], written_files: Sequence[str]) -> bytes:
                     }
                     for s in t.scans
                 ],
+                "metadata-reads": t.reads.to_json(),
             }
             for t in tables
         ],
@@ -128,4 +131,5 @@ def _table(t: Mapping[str, Any]) -> TableRecord:
         commits,
         scans,
         tuple(str(f) for f in t.get("metadata-files", ())),
+        MetadataReads.from_json(t["metadata-reads"]) if "metadata-reads" in t else MetadataReads(),
     )

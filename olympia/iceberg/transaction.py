@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from pyiceberg import exceptions as ice
@@ -42,10 +42,13 @@ from pyiceberg.table import (
 )
 from pyiceberg.table import Transaction as PyIcebergTransaction
 from pyiceberg.table.locations import load_location_provider
-from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataCommonFields, new_table_metadata
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef
+from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import (
     AssertCreate,
+    AssertRefSnapshotId,
     TableRequirement,
     TableUpdate,
 )
@@ -54,10 +57,11 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names, rebase, sidecar, views
+from olympia.iceberg import names, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
 from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap, path_segment
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
+from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.iceberg.updates import apply_updates
 from olympia.keys import KeyCodec
@@ -144,16 +148,77 @@ class TableState:
     recovered: bool = False
     #: The metadata files this transaction wrote for the table, oldest first.
     metadata_files: list[str] = field(default_factory=list)
+    #: What the transaction read of the table's metadata (spec/iceberg.md §8).
+    reads: MetadataReads = field(default_factory=MetadataReads)
 
 
 class OlympiaTable(Table):
     """A PyIceberg ``Table`` that tells its catalog the row filters of its
     deletes and overwrites (the conflict filter of the commit) and, in a
-    transaction, the row filters of its scans."""
+    transaction, the row filters of its scans and what its accessors were
+    asked of its metadata (spec/iceberg.md §8, metadata reads)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._conflict_filters: list[BooleanExpression] = []
+
+    def _note(self, kind: str, key: str | None = None) -> None:
+        if isinstance(self.catalog, TransactionCatalog):
+            self.catalog.note_read(self._identifier, kind, key)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return RecordingProperties(
+            self.metadata.properties, lambda key: self._note("property", key)
+        )
+
+    def schema(self) -> Schema:
+        self._note(reads.SCHEMA)
+        return super().schema()
+
+    def schemas(self) -> dict[int, Schema]:
+        self._note(reads.SCHEMA)
+        return super().schemas()
+
+    def spec(self) -> PartitionSpec:
+        self._note(reads.SPEC)
+        return super().spec()
+
+    def specs(self) -> dict[int, PartitionSpec]:
+        self._note(reads.SPEC)
+        return super().specs()
+
+    def sort_order(self) -> SortOrder:
+        self._note(reads.SORT_ORDER)
+        return super().sort_order()
+
+    def sort_orders(self) -> dict[int, SortOrder]:
+        self._note(reads.SORT_ORDER)
+        return super().sort_orders()
+
+    def location(self) -> str:
+        self._note(reads.LOCATION)
+        return super().location()
+
+    def current_snapshot(self) -> Snapshot | None:
+        self._note("ref", MAIN_BRANCH)
+        return super().current_snapshot()
+
+    def snapshot_by_name(self, name: str) -> Snapshot | None:
+        self._note("ref", name)
+        return super().snapshot_by_name(name)
+
+    def snapshots(self) -> list[Snapshot]:
+        self._note("ref", reads.ALL_REFS)
+        return super().snapshots()
+
+    def refs(self) -> dict[str, SnapshotRef]:
+        self._note("ref", reads.ALL_REFS)
+        return super().refs()
+
+    def history(self) -> list[SnapshotLogEntry]:
+        self._note("ref", reads.ALL_REFS)
+        return super().history()
 
     def transaction(self) -> PyIcebergTransaction:
         return _FilterRecordingTransaction(self)
@@ -215,6 +280,36 @@ def _record_writes(io: FileIO, written: list[str]) -> FileIO:
     return io
 
 
+#: Conflict rules that mean another process has the distributed transaction
+#: (its files are that process's to keep or delete).
+_ANOTHER_PROCESS_HOLDS_IT = ("transaction-claimed", "transaction-advanced")
+
+
+class _IcebergConflicts:
+    """The olympia transaction of an :class:`IcebergTransaction`, whose calls
+    raise a conflict as :class:`CommitConflictException` (a PyIceberg
+    ``CommitFailedException``), as spec/iceberg.md §4 promises: for example
+    a second process that resumed a distributed transaction and finds it
+    advanced by the first."""
+
+    def __init__(self, tx: IcebergTransaction) -> None:
+        self._tx = tx
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._tx.olympia_transaction, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except oe.CommitConflictError as exc:
+                raise self._tx.conflict(exc) from exc
+
+        return call
+
+
 class TransactionCatalog(MetastoreCatalog):
     """A PyIceberg catalog bound to one :class:`IcebergTransaction`.
 
@@ -233,7 +328,8 @@ class TransactionCatalog(MetastoreCatalog):
 
     @property
     def _txn(self) -> OlympiaTransaction:
-        return self._tx.olympia_transaction
+        # Every call's conflict is PyIceberg's CommitFailedException (§4).
+        return cast(OlympiaTransaction, _IcebergConflicts(self._tx))
 
     # --- helpers ----------------------------------------------------------------
 
@@ -307,6 +403,28 @@ class TransactionCatalog(MetastoreCatalog):
     def _require_namespace(self, namespace: str) -> None:
         if not self._txn.namespace_exists(namespace):
             raise ice.NoSuchNamespaceError(f"Namespace does not exist: {namespace}")
+
+    def note_read(self, identifier: Identifier, kind: str, key: str | None) -> None:
+        """Record a read of a table's metadata: ``kind`` is ``property``
+        (``key`` None: every property), ``ref`` (a branch or tag name, or
+        ``reads.ALL_REFS``) or one of ``reads.ITEMS``."""
+        namespace, name = names.table_name(identifier)
+        state = self._tx._tables.get((namespace, name))
+        if state is None:
+            state = self._tx._state(namespace, name, self._location(namespace, name))
+        recorded = state.reads
+        before = recorded.size()
+        if kind == "property":
+            if key is None:
+                recorded.all_properties = True
+            else:
+                recorded.properties.add(key)
+        elif kind == "ref":
+            recorded.refs.add(key or reads.ALL_REFS)
+        else:
+            recorded.items.add(kind)
+        if recorded.size() != before:
+            self._tx.save_state()
 
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
         """Record a scan of a table loaded through this catalog."""
@@ -570,15 +688,29 @@ class TransactionCatalog(MetastoreCatalog):
         current = None if location is None else self._tx.owner.read_metadata(location)
         if current is None and not creating:
             raise ice.NoSuchTableError(f"Table does not exist: {namespace}.{name}")
-        for requirement in requirements:
-            requirement.validate(current)
+        conflict_filter = table.take_conflict_filter() if isinstance(table, OlympiaTable) else None
+        try:
+            for requirement in requirements:
+                requirement.validate(current)
+        except ice.CommitFailedException as exc:
+            branch = self._stale_branch(table, current, requirement, updates)
+            if branch is None or current is None:
+                raise
+            rebased = self._rebase_stale(table, current, requirements, updates, conflict_filter)
+            # What is staged is the commit as it now applies to the newest metadata.
+            requirements = tuple(
+                r
+                for r in requirements
+                if not (isinstance(r, AssertRefSnapshotId) and r.ref == branch)
+            )
+            updates = rebased.updates
+            logger.debug("%s: %s; rebased onto the newest metadata", table.name(), exc)
         metadata = apply_updates(
             current if current is not None else self._empty_table_metadata(),
             updates=updates,
             enforce_validation=current is None,
             metadata_location=location,
         )
-        conflict_filter = table.take_conflict_filter() if isinstance(table, OlympiaTable) else None
         if current is not None and location is not None and metadata == current:
             return _response(current, location)
         version = self._parse_metadata_version(location) + 1 if location is not None else 0
@@ -608,6 +740,63 @@ class TransactionCatalog(MetastoreCatalog):
         state.metadata_files.append(new_location)
         self._tx.save_state()
         return _response(metadata, new_location)
+
+    def _stale_branch(
+        self,
+        table: Table,
+        current: TableMetadata | None,
+        failed: TableRequirement,
+        updates: tuple[TableUpdate, ...],
+    ) -> str | None:
+        """The branch of a commit whose ``failed`` requirement does not hold
+        on ``current`` when the commit is rebased rather than refused (else
+        None): outside the REST server's strict mode, an
+        ``assert-ref-snapshot-id`` of a branch the commit adds a snapshot to,
+        by a client whose table is the same table, its metadata the one the
+        requirement was made on: what Iceberg's own retry of an append would
+        do, done here at once (spec/iceberg.md §5)."""
+        if (
+            self._tx.strict_requirements
+            or current is None
+            or not isinstance(failed, AssertRefSnapshotId)
+            or failed.ref not in rebase.branch_targets(updates).values()
+        ):
+            return None
+        base = getattr(table, "metadata", None)
+        if not isinstance(base, TableMetadataCommonFields) or base.table_uuid != current.table_uuid:
+            return None
+        head = base.snapshot_by_name(failed.ref)
+        if (head.snapshot_id if head is not None else None) != failed.snapshot_id:
+            return None
+        return failed.ref
+
+    def _rebase_stale(
+        self,
+        table: Table,
+        current: TableMetadata,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+        conflict_filter: BooleanExpression | None,
+    ) -> rebase.Rebased:
+        """The commit made on the client's older metadata, rebased onto
+        ``current`` with the rules of §8 (a conflict raises
+        CommitConflictException, a CommitFailedException). The files the
+        rebase writes are the transaction's; the staged snapshot's own
+        manifest list and manifests are deleted once the commit stands."""
+        io = self._load_file_io(current.properties, current.location)
+        rebased = rebase.rebase_table(
+            io,
+            ".".join(table.name()),
+            table.metadata,
+            [StagedCommit(requirements, updates, conflict_filter)],
+            current,
+            isolation=self._tx.isolation,
+        )
+        self._tx.written_files.extend(rebased.written_files)
+        if rebased.obsolete_files:
+            obsolete = list(rebased.obsolete_files)
+            self._tx._after_commit.append(lambda: _delete_quietly(io, obsolete))
+        return rebased
 
     # --- views ----------------------------------------------------------------------
 
@@ -830,6 +1019,12 @@ def purge_files(owner: OlympiaCatalog, table: Table) -> None:
     delete_files(io, mine([table.metadata_location]), "metadata")
 
 
+def _delete_quietly(io: FileIO, paths: Iterable[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError, ValueError):
+            io.delete(path)
+
+
 def same_file_uri(path: str) -> str:
     """``file:/x`` (as Hadoop and Spark write paths) and ``file:///x`` name one file."""
     if path.startswith("file:/") and not path.startswith("file://"):
@@ -906,12 +1101,13 @@ class IcebergMerge:
         return {keys.table(ns, name): (ns, name) for ns, name in self._tx._tables}
 
     def keys(self) -> list[str]:
-        """Object keys of the tables whose content the transaction wrote or scanned."""
+        """Object keys of the tables whose content the transaction wrote or
+        scanned, or whose metadata it read through a table's accessors."""
         keys = self._tx.key_codec()
         return [
             keys.table(ns, name)
             for (ns, name), state in self._tx._tables.items()
-            if state.commits or state.scans or state.recovered
+            if state.commits or state.scans or state.reads or state.recovered
         ]
 
     def rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
@@ -963,13 +1159,13 @@ class IcebergMerge:
                 )
             if not state.commits:
                 if tx.isolation == "serializable":
+                    check = functools.partial(
+                        self._check_reads, io, table, base, scans=state.scans, reads=state.reads
+                    )
                     try:
-                        self._check_scans(io, table, base, theirs, version, scans=state.scans)
+                        check(theirs, version)
                     except CommitConflictException as exc:
-                        trial = functools.partial(
-                            self._check_scans, io, table, base, scans=state.scans
-                        )
-                        raise self._culprit(exc, (namespace, name), version, trial) from None
+                        raise self._culprit(exc, (namespace, name), version, check) from None
                 self._bases[(namespace, name)] = theirs
                 self._checked[(namespace, name)] = version
                 continue
@@ -982,11 +1178,12 @@ class IcebergMerge:
                     theirs,
                     isolation=tx.isolation,
                     scans=state.scans,
+                    reads=state.reads,
                     version=version,
                 )
             except CommitConflictException as exc:
                 again = functools.partial(
-                    self._trial_rebase, io, table, base, state.commits, state.scans
+                    self._trial_rebase, io, table, base, state.commits, state.scans, state.reads
                 )
                 raise self._culprit(exc, (namespace, name), version, again) from None
             except NotImplementedError:  # an olympia without the rebase engine
@@ -1025,6 +1222,7 @@ class IcebergMerge:
         base: TableMetadata,
         commits: list[StagedCommit],
         scans: list[ScanRecord],
+        reads: MetadataReads,
         theirs: TableMetadata,
         version: int,
     ) -> None:
@@ -1037,6 +1235,7 @@ class IcebergMerge:
             theirs,
             isolation=self._tx.isolation,
             scans=scans,
+            reads=reads,
             version=version,
         )
         for path in trial.written_files:
@@ -1088,7 +1287,7 @@ class IcebergMerge:
             message, table=exc.table, version=found, rule=exc.rule or "data-conflict"
         )
 
-    def _check_scans(
+    def _check_reads(
         self,
         io: FileIO,
         table: str,
@@ -1097,7 +1296,13 @@ class IcebergMerge:
         version: int | None,
         *,
         scans: list[ScanRecord],
+        reads: MetadataReads,
     ) -> None:
+        """SERIALIZABLE, a table the transaction read but did not write: its
+        metadata reads, then its scans."""
+        check_metadata_reads(
+            table, base, theirs, reads, (), isolation="serializable", version=version
+        )
         try:
             rebase.check_scans(
                 io, table, base, theirs, scans, isolation="serializable", version=version
@@ -1217,6 +1422,7 @@ class IcebergTransaction:
                 list(record.commits),
                 list(record.scans),
                 metadata_files=list(record.metadata_files),
+                reads=record.reads,
             )
             self._tables[key] = state
             now = staged.get(key, record.base_location)
@@ -1283,6 +1489,7 @@ class IcebergTransaction:
                 tuple(state.commits),
                 tuple(state.scans),
                 tuple(state.metadata_files),
+                state.reads,
             )
             for (namespace, name), state in self._tables.items()
         ]
@@ -1439,17 +1646,10 @@ class IcebergTransaction:
             self._drop_state()
             raise CommitTimeoutException(str(exc)) from exc
         except oe.CommitConflictError as exc:
-            if exc.rule != "transaction-claimed":
+            if exc.rule not in _ANOTHER_PROCESS_HOLDS_IT:
                 self._delete_written()
                 self._drop_state()
-            if isinstance(exc, CommitConflictException):
-                raise
-            raise CommitConflictException(
-                str(exc),
-                table=", ".join(".".join(k) for k in self._tables) or "-",
-                version=exc.version,
-                rule=exc.rule or "conflict",
-            ) from exc
+            raise self.conflict(exc) from exc
         except BaseException as exc:
             if exc is self.merge.failure:  # the hook failed the commit: nothing was published
                 self._delete_written()
@@ -1465,10 +1665,29 @@ class IcebergTransaction:
                 logger.warning("cleanup after commit %s failed", version, exc_info=True)
         return version
 
+    def conflict(self, exc: oe.CommitConflictError) -> CommitConflictException:
+        """``exc`` as PyIceberg's ``CommitFailedException`` (itself if it is one)."""
+        if isinstance(exc, CommitConflictException):
+            return exc
+        return CommitConflictException(
+            str(exc),
+            table=", ".join(".".join(k) for k in self._tables) or "-",
+            version=exc.version,
+            rule=exc.rule or "conflict",
+        )
+
     def rollback(self) -> None:
         """Publish nothing; delete the metadata, manifest and data files this
-        transaction wrote (none of them is referenced by a committed version)."""
-        self.olympia_transaction.rollback()
+        transaction wrote (none of them is referenced by a committed version).
+
+        Raises:
+            CommitConflictException: rule ``transaction-claimed``: another process
+                is committing or rolling back this distributed transaction.
+        """
+        try:
+            self.olympia_transaction.rollback()
+        except oe.CommitConflictError as exc:
+            raise self.conflict(exc) from exc
         self._delete_written()
         self._drop_state()
 
