@@ -434,7 +434,7 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
             grace_seconds=args.grace_seconds,
             allow_short_grace=args.allow_short_grace,
         )
-    data = {
+    data: dict[str, Any] = {
         "oldest_version": res.oldest_version,
         "deleted_roots": res.deleted_roots,
         "deleted_files": res.deleted_files,
@@ -442,8 +442,37 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
         "deleted_temporary_files": res.deleted_temporary_files,
         "broken_pins": list(res.broken_pins),
     }
+    if cat.store.storage.list(ICEBERG_PURGES):
+        with out.status("deleting the files of purged Iceberg tables no kept version holds"):
+            purges = _iceberg_owner(args).run_purges()
+        data["purged_tables"] = purges.purged_tables
+        data["pending_purges"] = purges.pending_tables
+        data["deleted_table_files"] = purges.deleted_files
+        data["damaged_purge_records"] = list(purges.damaged)
     out.emit(data, lambda: out.table(None, ["", "count"], [[k, v] for k, v in data.items()]))
     return EXIT_OK
+
+
+#: The folder of Iceberg purge records (olympia.iceberg.purge.FOLDER).
+ICEBERG_PURGES = "iceberg-purge"
+
+
+def _iceberg_owner(args: argparse.Namespace) -> Any:
+    """The Iceberg layer over the catalog of ``args``, for its purges."""
+    try:
+        from olympia.iceberg.catalog import OlympiaCatalog, catalog_properties
+    except ImportError as exc:  # the iceberg extra is not installed
+        raise CliError(
+            f"this catalog has purged Iceberg tables, whose files only the Iceberg layer can "
+            f"delete; install olympia's iceberg extra: {exc}"
+        ) from None
+    try:
+        properties = catalog_properties(_storage_options(args) or {})
+    except ValueError as exc:
+        raise CliError(f"cannot run the purges of Iceberg tables: {exc}") from None
+    return OlympiaCatalog(
+        "olympia", warehouse=_warehouse(args), **{"create-catalog": "false", **properties}
+    )
 
 
 def cmd_fsck(args: argparse.Namespace, out: Out) -> int:

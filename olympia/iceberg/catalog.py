@@ -13,10 +13,12 @@ one operation); :meth:`OlympiaCatalog.transaction` and
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -35,14 +37,14 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 import olympia
 from olympia import errors as oe
-from olympia.iceberg import views
+from olympia.iceberg import purge, views
 from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
+from olympia.iceberg.purge import ExpireResult
 from olympia.iceberg.sidecar import FOLDER
 from olympia.iceberg.transaction import (
     IcebergTransaction,
     OlympiaTable,
     TransactionCatalog,
-    purge_files,
 )
 from olympia.transaction import DEFAULT_MAX_ATTEMPTS
 
@@ -71,9 +73,39 @@ def storage_options(properties: Properties) -> dict[str, Any]:
     return options
 
 
+def catalog_properties(options: Mapping[str, Any]) -> dict[str, str]:
+    """The PyIceberg catalog properties for olympia (s3fs) storage
+    ``options``: the inverse of :func:`storage_options`.
+
+    Raises:
+        ValueError: an option that has no catalog property.
+    """
+    by_option = {option: prop for prop, option in _S3_OPTIONS.items()}
+    out: dict[str, str] = {}
+    for option, value in options.items():
+        if option == "client_kwargs" and isinstance(value, Mapping) and "region_name" in value:
+            out["s3.region"] = str(value["region_name"])
+        elif option in by_option:
+            out[by_option[option]] = str(value)
+        else:
+            raise ValueError(f"storage option {option!r} has no Iceberg catalog property")
+    return out
+
+
 #: The catalog's own folders under its warehouse: no table, view or file a
 #: caller names may overlap them (spec/rest.md §10).
-RESERVED_FOLDERS = ("vn", "node", "def", "act", "dtxn", "pins", "exports", ".olympia-tmp", FOLDER)
+RESERVED_FOLDERS = (
+    "vn",
+    "node",
+    "def",
+    "act",
+    "dtxn",
+    "pins",
+    "exports",
+    ".olympia-tmp",
+    FOLDER,
+    purge.FOLDER,
+)
 
 
 def _location_policy(warehouse: str, properties: Properties) -> LocationPolicy:
@@ -443,8 +475,33 @@ class OlympiaCatalog(MetastoreCatalog):
         self._run(lambda c: c.drop_table(identifier))
 
     def purge_table(self, identifier: str | Identifier) -> None:
-        table = self._run(lambda c: _drop_returning(c, identifier))
-        purge_files(self, table)
+        """Drop the table now and delete its files once no kept version holds
+        it: expiration through :meth:`expire_versions` (or ``olympia expire``)
+        deletes them when it drops the last version before the purge
+        (spec/iceberg.md §4, Purge)."""
+        self._run(lambda c: c.purge_table(identifier))
+
+    def expire_versions(
+        self,
+        older_than: datetime | None = None,
+        keep_last: int | None = None,
+        grace_seconds: float = 3600.0,
+        allow_short_grace: bool = False,
+    ) -> ExpireResult:
+        """The catalog's ``expire_versions`` (same arguments), then the due
+        purges of Iceberg tables (:func:`olympia.iceberg.purge.run`); the
+        result has both (``purges``)."""
+        core = self.olympia.expire_versions(
+            older_than=older_than,
+            keep_last=keep_last,
+            grace_seconds=grace_seconds,
+            allow_short_grace=allow_short_grace,
+        )
+        return ExpireResult(**dataclasses.asdict(core), purges=purge.run(self))
+
+    def run_purges(self) -> purge.PurgeResult:
+        """Delete the files of purged tables that no kept version reaches."""
+        return purge.run(self)
 
     def commit_table(
         self,
@@ -527,12 +584,6 @@ class OlympiaCatalog(MetastoreCatalog):
 
     def __repr__(self) -> str:
         return f"OlympiaCatalog({self.name!r}, warehouse={self.warehouse!r})"
-
-
-def _drop_returning(catalog: TransactionCatalog, identifier: str | Identifier) -> Table:
-    table = catalog.load_table(identifier)
-    catalog.drop_table(identifier)
-    return table
 
 
 __all__ = ["OlympiaCatalog", "storage_options"]

@@ -25,11 +25,10 @@ from pyiceberg.catalog import (
     LOCATION,
     MetastoreCatalog,
     PropertiesUpdateSummary,
-    delete_files,
 )
 from pyiceberg.expressions import BooleanExpression, Or
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import (
@@ -57,10 +56,11 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
-from olympia.iceberg import names, reads, rebase, sidecar, views
+from olympia.iceberg import names, purge, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
-from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap, path_segment
+from olympia.iceberg.locations import LocationNotAllowedError, path_segment
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
+from olympia.iceberg.purge import same_file_uri
 from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.iceberg.updates import apply_updates
@@ -670,10 +670,13 @@ class TransactionCatalog(MetastoreCatalog):
         self._tx.save_state()
 
     def purge_table(self, identifier: str | Identifier) -> None:
-        """Drop the table; its files are deleted once the transaction commits."""
+        """Drop the table and, once the transaction commits, record its purge:
+        its files are deleted when expiration drops the last version that
+        holds the table (olympia.iceberg.purge)."""
         table = self.load_table(identifier)
         self.drop_table(identifier)
-        self._tx._after_commit.append(lambda: purge_files(self._tx.owner, table))
+        owner = self._tx.owner
+        self._tx._after_commit.append(lambda version: purge.record(owner, table, version))
 
     def commit_table(
         self,
@@ -795,7 +798,7 @@ class TransactionCatalog(MetastoreCatalog):
         self._tx.written_files.extend(rebased.written_files)
         if rebased.obsolete_files:
             obsolete = list(rebased.obsolete_files)
-            self._tx._after_commit.append(lambda: _delete_quietly(io, obsolete))
+            self._tx._after_commit.append(lambda _version: _delete_quietly(io, obsolete))
         return rebased
 
     # --- views ----------------------------------------------------------------------
@@ -970,66 +973,10 @@ WRITE_PATH_PROPERTIES = (
 )
 
 
-def purge_files(owner: OlympiaCatalog, table: Table) -> None:
-    """Delete the files a dropped table's metadata reaches (best effort),
-    only those under the table's own location, and none at all while
-    another table of the catalog has a location that overlaps it: a table's
-    metadata is written by its clients and may name anybody's files
-    (spec/rest.md §10)."""
-    metadata = table.metadata
-    try:
-        own = owner.locations.check(metadata.location, f"the location of table {table.name()}")
-        others = owner.table_locations()  # the dropped table is no longer among them
-    except (LocationNotAllowedError, OSError, ValueError):
-        logger.warning("purge of %s deletes nothing: its location is not usable", table.name())
-        return
-    if any(overlap(own, other) for other in others):
-        logger.warning(
-            "purge of %s deletes nothing: another table's location overlaps %s", table.name(), own
-        )
-        return
-
-    def mine(paths: Iterable[str]) -> set[str]:
-        out = set()
-        for path in paths:
-            try:
-                normal = owner.locations.check(same_file_uri(path), "a file of the table")
-            except LocationNotAllowedError:
-                continue
-            if is_under(normal, own):
-                out.add(path)
-        return out
-
-    io = owner._load_file_io(location=table.metadata_location)
-    manifest_lists: set[str] = set()
-    manifests: list[ManifestFile] = []
-    for snapshot in metadata.snapshots:
-        if snapshot.manifest_list in mine([snapshot.manifest_list]):
-            manifests += [m for m in snapshot.manifests(io) if mine([m.manifest_path])]
-            manifest_lists.add(snapshot.manifest_list)
-    data_files = {
-        entry.data_file.file_path
-        for manifest in manifests
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
-    }
-    delete_files(io, mine(data_files), "data")
-    delete_files(io, {m.manifest_path for m in manifests}, "manifest")
-    delete_files(io, manifest_lists, "manifest list")
-    delete_files(io, mine(log.metadata_file for log in metadata.metadata_log), "previous metadata")
-    delete_files(io, mine([table.metadata_location]), "metadata")
-
-
 def _delete_quietly(io: FileIO, paths: Iterable[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError, ValueError):
             io.delete(path)
-
-
-def same_file_uri(path: str) -> str:
-    """``file:/x`` (as Hadoop and Spark write paths) and ``file:///x`` name one file."""
-    if path.startswith("file:/") and not path.startswith("file://"):
-        return "file://" + path[len("file:") :]
-    return path
 
 
 def added_files(
@@ -1348,7 +1295,8 @@ class IcebergTransaction:
         #: Files opened for writing by this transaction's tables and catalog, in order.
         self.written_files: list[str] = []
         self._tables: dict[tuple[str, str], TableState] = {}
-        self._after_commit: list[Callable[[], None]] = []
+        #: Called with the committed version once the commit stands.
+        self._after_commit: list[Callable[[int], object]] = []
         self.catalog = TransactionCatalog(self)
         self.merge = IcebergMerge(self)
         set_merge = getattr(txn, "set_content_merge", None)
@@ -1660,7 +1608,7 @@ class IcebergTransaction:
             self._after_commit.append(self._delete_obsolete)
         for action in self._after_commit:
             try:
-                action()
+                action(version)
             except Exception:  # the commit stands; a leftover file is only an orphan
                 logger.warning("cleanup after commit %s failed", version, exc_info=True)
         return version
@@ -1691,7 +1639,7 @@ class IcebergTransaction:
         self._delete_written()
         self._drop_state()
 
-    def _delete_obsolete(self) -> None:
+    def _delete_obsolete(self, _version: int) -> None:
         files = self.merge.obsolete_files
         io = self.owner._load_file_io(location=files[0])
         for path in dict.fromkeys(files):

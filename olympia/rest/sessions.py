@@ -23,7 +23,8 @@ from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
 from olympia.iceberg.locations import LocationNotAllowedError, is_under
-from olympia.iceberg.transaction import added_files, same_file_uri
+from olympia.iceberg.purge import same_file_uri
+from olympia.iceberg.transaction import added_files
 from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
 

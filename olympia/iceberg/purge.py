@@ -1,0 +1,266 @@
+"""Purging Iceberg tables without breaking history (spec/iceberg.md §4, "Purge").
+
+Every catalog version is kept until it is expired, and a version from before
+a purge still holds the table: ``at_version``, ``rollback_to`` and exports
+read it. So ``purge_table`` drops the table at once but deletes its files
+only when no kept version can reach the table any more. The purge leaves a
+record, ``iceberg-purge/<version>-<id>.json`` beside the catalog's own
+folders, naming the table, its location, its metadata file and the version
+that dropped it. Expiration through the Iceberg layer
+(``OlympiaCatalog.expire_versions``, ``olympia expire``) then runs the
+records that are due: those whose dropping version is at or below the
+oldest kept version, with no pin keeping an older version.
+
+A due record deletes the files its table's metadata reaches (data files,
+manifests, manifest lists, metadata files) that lie under the table's own
+location, except every file that the metadata of a table in a kept version
+reaches when that table's metadata lies under the same location: a table
+created again at the same place, or the purged table brought back by
+``rollback_to`` or ``register_table``, keeps what it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from uuid import uuid4
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+
+from olympia import errors as oe
+from olympia import maintenance
+from olympia.iceberg.locations import LocationNotAllowedError, is_under
+from olympia.maintenance import read_pins
+
+if TYPE_CHECKING:
+    from olympia.iceberg.catalog import OlympiaCatalog
+
+logger = logging.getLogger(__name__)
+
+#: The folder of purge records, under the warehouse.
+FOLDER = "iceberg-purge"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PurgeRecord:
+    path: str
+    table: str
+    location: str
+    metadata_location: str
+    #: The version whose commit dropped the table.
+    version: int
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a run of the due purges did."""
+
+    purged_tables: int
+    pending_tables: int
+    deleted_files: int
+    #: Records that could not be read (named); they are left in place.
+    damaged: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpireResult(maintenance.ExpireResult):
+    """What ``OlympiaCatalog.expire_versions`` did: the catalog's expiration,
+    then the purges it made due."""
+
+    purges: PurgeResult = PurgeResult(0, 0, 0)
+
+
+def record(owner: OlympiaCatalog, table: Table, version: int) -> str:
+    """Record the purge of ``table``, dropped by ``version``; returns the record's path."""
+    path = f"{FOLDER}/{version:020d}-{uuid4().hex}.json"
+    doc = {
+        "format": FORMAT,
+        "table": ".".join(table.name()),
+        "location": table.metadata.location,
+        "metadata-location": table.metadata_location,
+        "version": version,
+    }
+    owner.olympia.store.storage.put_if_absent(path, json.dumps(doc).encode())
+    return path
+
+
+def _parse(path: str, data: bytes) -> PurgeRecord:
+    doc = json.loads(data)
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"unknown format {doc.get('format')!r}")
+    version = doc["version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ValueError(f"bad version {version!r}")
+    return PurgeRecord(
+        path,
+        str(doc["table"]),
+        str(doc["location"]),
+        str(doc["metadata-location"]),
+        version,
+    )
+
+
+def records(owner: OlympiaCatalog) -> tuple[list[PurgeRecord], list[str]]:
+    """The purge records, oldest first, and the paths of damaged ones."""
+    storage = owner.olympia.store.storage
+    found: list[PurgeRecord] = []
+    damaged: list[str] = []
+    for path in sorted(storage.list(FOLDER)):
+        try:
+            found.append(_parse(path, storage.read(path)))
+        except (ValueError, KeyError, TypeError, oe.StorageError) as exc:
+            logger.warning("purge record %s cannot be read (%s); it is left alone", path, exc)
+            damaged.append(path)
+    return found, damaged
+
+
+def run(owner: OlympiaCatalog) -> PurgeResult:
+    """Delete the files of every purged table that no kept version reaches
+    any more; keep the other records for a later run.
+
+    Raises:
+        CorruptCatalogError: a pin record cannot be read (nothing is deleted).
+    """
+    found, damaged = records(owner)
+    if not found:
+        return PurgeResult(0, 0, 0, tuple(damaged))
+    catalog = owner.olympia
+    floor = catalog.oldest_version
+    pins = read_pins(catalog.store.storage)
+    lowest_pin = min((p.from_version for p in pins), default=None)
+    due = [
+        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
+    ]
+    if not due:
+        return PurgeResult(0, len(found), 0, tuple(damaged))
+    kept = _kept_files(owner, [r.location for r in due], _kept_versions(owner, pins))
+    deleted = 0
+    for rec in due:
+        deleted += _delete_files_of(owner, rec, kept)
+        catalog.store.storage.delete(rec.path)
+    return PurgeResult(len(due), len(found) - len(due), deleted, tuple(damaged))
+
+
+def _kept_versions(owner: OlympiaCatalog, pins: Iterable[object]) -> list[int]:
+    catalog = owner.olympia
+    versions = set(range(catalog.oldest_version, catalog.version + 1))
+    for pin in pins:
+        versions.update(pin.versions())  # type: ignore[attr-defined]
+    return sorted(versions)
+
+
+def _table_metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> Iterator[str]:
+    """The metadata location of every table in each of ``versions``: all of
+    the first, then what each next version added or changed (a tree diff)."""
+    catalog = owner.olympia
+    previous: int | None = None
+    for version in versions:
+        try:
+            view = catalog.at_version(version)
+            if previous is None:
+                for namespace in view.list_namespaces():
+                    for name in view.list_tables(namespace):
+                        yield view.describe_table(namespace, name).metadata_location
+            else:
+                for change in catalog.diff(previous, version):
+                    if change.kind == "table" and change.change != "removed":
+                        namespace, name = change.parts
+                        yield view.describe_table(namespace, name).metadata_location
+        except oe.VersionNotFoundError:
+            continue  # expired meanwhile: nobody can read it any more
+        previous = version
+
+
+def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]) -> set[str]:
+    """Every file that the metadata of a table in a kept version reaches,
+    for the tables whose metadata lies under one of ``locations``."""
+    roots = [r for r in (_normal(owner, loc) for loc in locations) if r is not None]
+    out: set[str] = set()
+    seen: set[str] = set()
+    for metadata_location in _table_metadata_locations(owner, versions):
+        if not metadata_location or metadata_location in seen:
+            continue
+        seen.add(metadata_location)
+        normal = _normal(owner, metadata_location)
+        if normal is None or not any(is_under(normal, root) for root in roots):
+            continue
+        try:
+            metadata = owner.read_metadata(metadata_location)
+        except Exception:  # unreadable: it reaches nothing we could keep
+            logger.warning("metadata %s of a kept table cannot be read", metadata_location)
+            continue
+        io = owner._load_file_io(location=metadata_location)
+        out |= {same_file_uri(p) for p in reachable_files(io, metadata, metadata_location)}
+    return out
+
+
+def _normal(owner: OlympiaCatalog, location: str) -> str | None:
+    try:
+        return owner.locations.check(same_file_uri(location), "a location")
+    except LocationNotAllowedError:
+        return None
+
+
+def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) -> int:
+    own = _normal(owner, rec.location)
+    if own is None:
+        logger.warning("purge of %s deletes nothing: its location is not usable", rec.table)
+        return 0
+    try:
+        metadata = owner.read_metadata(rec.metadata_location)
+    except Exception:
+        logger.warning("purge of %s: its metadata file is gone; nothing to delete", rec.table)
+        return 0
+    io = owner._load_file_io(location=rec.metadata_location)
+    deleted = 0
+    # Data first, the metadata file last: a run that stops midway can be
+    # repeated (the record stays until the end).
+    for path in reversed(reachable_files(io, metadata, rec.metadata_location)):
+        normal = _normal(owner, path)
+        if normal is None or not is_under(normal, own) or same_file_uri(path) in kept:
+            continue
+        try:
+            io.delete(path)
+            deleted += 1
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            logger.warning("purge of %s could not delete %s: %s", rec.table, path, exc)
+    return deleted
+
+
+def reachable_files(io: FileIO, metadata: TableMetadata, metadata_location: str) -> list[str]:
+    """The files a table's metadata reaches: its metadata file and those of
+    its metadata log, then its manifest lists, manifests and data files (of
+    every snapshot), in that order."""
+    files = [metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)]
+    manifests: dict[str, ManifestFile] = {}
+    for snapshot in metadata.snapshots:
+        files.append(snapshot.manifest_list)
+        try:
+            for manifest in snapshot.manifests(io):
+                manifests.setdefault(manifest.manifest_path, manifest)
+        except FileNotFoundError:
+            continue
+    files.extend(manifests)
+    for manifest in manifests.values():
+        try:
+            entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
+        except FileNotFoundError:
+            continue
+        files.extend(entry.data_file.file_path for entry in entries)
+    return list(dict.fromkeys(files))
+
+
+def same_file_uri(path: str) -> str:
+    """``file:/x`` (as Hadoop and Spark write paths) and ``file:///x`` name one file."""
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:") :]
+    return path

@@ -1,0 +1,150 @@
+"""A purge never breaks history (spec/iceberg.md §4, "Purge"): a purged
+table's files stay while a kept version reaches the table, and go when
+expiration drops the last such version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from iceberg_helpers import ids_of, olympia_catalog, rows, table_files
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from olympia.errors import VersionNotFoundError
+from olympia.iceberg import OlympiaCatalog, purge
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+)
+DATA = (".parquet", ".avro", ".json")
+
+
+def expire(cat: OlympiaCatalog) -> purge.PurgeResult:
+    return cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True).purges
+
+
+def files(root: Path, folder: str) -> list[str]:
+    return sorted(f for f in table_files(root) if folder in f and f.endswith(DATA))
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> tuple[OlympiaCatalog, Path]:
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.t", SCHEMA).append(rows([1, 2]))
+    return cat, root
+
+
+def test_time_travel_and_rollback_to_before_a_purge_read_the_table(lake) -> None:
+    cat, root = lake
+    before = cat.olympia.version
+    kept = files(root, "ns.db/t/")
+    cat.purge_table("ns.t")
+    with pytest.raises(NoSuchTableError):
+        cat.load_table("ns.t")
+    assert files(root, "ns.db/t/") == kept  # nothing deleted while history reaches it
+    # The version before the purge still reads, whole.
+    old = cat.olympia.at_version(before).describe_table("ns", "t")
+    assert Path(old.metadata_location.removeprefix("file://")).is_file()
+    cat.olympia.rollback_to(before)
+    assert ids_of(cat.load_table("ns.t")) == [1, 2]
+    assert cat.olympia.fsck().ok
+
+
+def test_expiration_deletes_a_purged_tables_files_once_no_version_reaches_it(lake) -> None:
+    cat, root = lake
+    assert files(root, "ns.db/t/")
+    cat.purge_table("ns.t")
+    assert len(purge.records(cat)[0]) == 1
+    result = expire(cat)
+    assert (result.purged_tables, result.pending_tables) == (1, 0)
+    assert result.deleted_files >= 4  # metadata files, manifest list, manifest, data file
+    assert files(root, "ns.db/t/") == []
+    assert purge.records(cat) == ([], [])
+    with pytest.raises(VersionNotFoundError):
+        cat.olympia.at_version(1)
+    assert cat.olympia.fsck().ok
+
+
+def test_a_purge_waits_for_pinned_versions(lake) -> None:
+    cat, root = lake
+    exported = cat.olympia.export_snapshot("keep", f"file://{root.parent}/export")
+    cat.purge_table("ns.t")
+    assert cat.olympia.version == exported + 1
+    result = expire(cat)
+    assert (result.purged_tables, result.pending_tables) == (0, 1)
+    assert files(root, "ns.db/t/")
+    cat.olympia.drop_export("keep")
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_table_created_again_at_the_same_place_keeps_its_files(lake) -> None:
+    cat, root = lake
+    old = set(files(root, "ns.db/t/"))
+    cat.purge_table("ns.t")
+    again = cat.create_table("ns.t", SCHEMA)
+    again.append(rows([7]))
+    new = set(files(root, "ns.db/t/")) - old
+    assert new
+    assert expire(cat).purged_tables == 1
+    assert set(files(root, "ns.db/t/")) == new  # the old table's files went, the new one's stay
+    assert ids_of(cat.load_table("ns.t")) == [7]
+
+
+def test_a_table_brought_back_by_rollback_keeps_its_files(lake) -> None:
+    cat, _ = lake
+    before = cat.olympia.version
+    cat.purge_table("ns.t")
+    cat.olympia.rollback_to(before)  # the purged table is back, in a new version
+    cat.load_table("ns.t").append(rows([3]))
+    assert expire(cat).purged_tables == 1
+    assert ids_of(cat.load_table("ns.t")) == [1, 2, 3]
+    assert cat.olympia.fsck().ok
+
+
+def test_purge_in_a_transaction_is_recorded_at_its_version(lake) -> None:
+    cat, root = lake
+    with cat.transaction() as tx:
+        tx.purge_table("ns.t")
+        tx.create_table("ns.u", SCHEMA).append(rows([5]))
+    (record,), _ = purge.records(cat)
+    assert record.version == cat.olympia.version and record.table == "ns.t"
+    # A rolled-back purge records nothing.
+    tx = cat.begin()
+    tx.purge_table("ns.u")
+    tx.rollback()
+    assert len(purge.records(cat)[0]) == 1
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == [] and files(root, "ns.db/u/")
+
+
+def test_a_damaged_purge_record_is_reported_and_left_alone(lake) -> None:
+    cat, root = lake
+    cat.purge_table("ns.t")
+    bad = root / purge.FOLDER / "00000000000000000001-bad.json"
+    bad.write_text(json.dumps({"format": 99}))
+    result = expire(cat)
+    assert result.damaged == (f"{purge.FOLDER}/{bad.name}",)
+    assert result.purged_tables == 1
+    assert bad.exists()
+
+
+def test_the_cli_expire_runs_due_purges(lake) -> None:
+    cat, root = lake
+    cat.purge_table("ns.t")
+    command = [sys.executable, "-m", "olympia.cli", "expire", "-w", f"file://{root}", "--json"]
+    command += ["--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["purged_tables"] == 1 and report["deleted_table_files"] >= 4
+    assert files(root, "ns.db/t/") == []
