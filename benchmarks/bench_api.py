@@ -87,8 +87,6 @@ import argparse
 import datetime
 import os
 import random
-import resource
-import shlex
 import shutil
 import statistics
 import sys
@@ -97,22 +95,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import olympia
 
 try:
-    from benchmarks import bench_txn, peer_sql
+    from benchmarks import bench_txn, harness
 except ImportError:  # run as a script: benchmarks/ is on sys.path
     import bench_txn  # type: ignore[no-redef]
-    import peer_sql  # type: ignore[no-redef]
+    import harness  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
-PROJECT_ROOT = HERE.parent
-if str(PROJECT_ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(PROJECT_ROOT / "tests"))
-import s3_requests  # noqa: E402  (tests/s3_requests.py: the request counter)
+if str(harness.PROJECT_ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(harness.PROJECT_ROOT / "tests"))
+import s3_requests  # tests/s3_requests.py: the request counter
 
 Peer = bench_txn.Peer
 PEER_NAME = bench_txn.PEER_NAME
@@ -120,12 +115,6 @@ N_NAMESPACES = bench_txn.N_NAMESPACES
 location = bench_txn.location
 namespace_of = bench_txn.namespace_of
 table_name = bench_txn.table_name
-percentile = bench_txn.percentile
-md_table = bench_txn.md_table
-fmt_ratio = bench_txn.fmt_ratio
-log = bench_txn.log
-in_child = bench_txn.in_child
-load_average = bench_txn.load_average
 WARMUP = 5
 OPS = ("update", "create", "drop", "rename")
 LABEL = {"cold": "cold describe"}
@@ -150,32 +139,14 @@ def ms(x: float | None) -> str:
     return "n/a" if x is None or x != x else f"{x * 1e3:.2f}"
 
 
-def p50(xs: Sequence[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process, in MB: ``VmHWM`` of /proc/self/status.
-
-    Not ``ru_maxrss``: on Linux that survives ``execve``, so a spawned child
-    would report its parent's peak when the parent was bigger."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return (peak / 2**20) if sys.platform == "darwin" else peak / 1024
+    """Peak resident set size of this process, in MB (``harness.peak_rss_kb``)."""
+    return harness.peak_rss_kb() / 1024
 
 
 def rss_now_mb() -> float:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return float("nan")
+    kb = harness.rss_now_kb()
+    return float("nan") if kb is None else kb / 1024
 
 
 # --- olympia operations: each one public-API transaction ------------------------------
@@ -390,18 +361,24 @@ def part_latency(
         os.makedirs(folder)
         uri = os.path.join(folder, "olympia")
         res = SizeResult(n)
-        log(f"latency N={n}: building the catalog in one transaction")
-        res.build = in_child(build_olympia, uri, n)
-        log(f"  built in {res.build['build_s'] + res.build['commit_s']:.1f} s")
+        harness.log(f"latency N={n}: building the catalog in one transaction")
+        res.build = harness.in_child(build_olympia, uri, n)
+        harness.log(f"  built in {res.build['build_s'] + res.build['commit_s']:.1f} s")
         peer_folder = None
         if peer:
             peer_folder = os.path.join(folder, "peer")
             os.makedirs(peer_folder)
-            res.peer_insert_s = in_child(build_peer, peer_folder, n)
-        res.times = in_child(measure_ops, uri, peer_folder, n, ops, cold, seed)
+            res.peer_insert_s = harness.in_child(build_peer, peer_folder, n)
+        res.times = harness.in_child(measure_ops, uri, peer_folder, n, ops, cold, seed)
         for kind in (*OPS, "cold"):
-            o, p = p50(res.times.get(f"o_{kind}", [])), p50(res.times.get(f"p_{kind}", []))
-            log(f"  {kind:7s} olympia p50 {ms(o)} ms, peer p50 {ms(p)} ms, ratio {fmt_ratio(o, p)}")
+            o, p = (
+                harness.p50(res.times.get(f"o_{kind}", [])),
+                harness.p50(res.times.get(f"p_{kind}", [])),
+            )
+            harness.log(
+                f"  {kind:7s} olympia p50 {ms(o)} ms, peer p50 {ms(p)} ms, "
+                f"ratio {harness.fmt_ratio(o, p)}"
+            )
         shutil.rmtree(folder, ignore_errors=True)
         results.append(res)
     return results
@@ -422,15 +399,15 @@ def report_latency(results: Sequence[SizeResult], peer: bool) -> str:
                     f"{r.n:,}",
                     LABEL.get(kind, kind),
                     str(len(o)),
-                    ms(p50(o)),
-                    ms(percentile(o, 0.9)),
-                    ms(p50(p)) if p else "n/a",
-                    ms(percentile(p, 0.9)) if p else "n/a",
-                    fmt_ratio(p50(o), p50(p)),
+                    ms(harness.p50(o)),
+                    ms(harness.percentile(o, 0.9)),
+                    ms(harness.p50(p)) if p else "n/a",
+                    ms(harness.percentile(p, 0.9)) if p else "n/a",
+                    harness.fmt_ratio(harness.p50(o), harness.p50(p)),
                 ]
             )
     parts.append(
-        md_table(
+        harness.md_table(
             [
                 "tables",
                 "operation",
@@ -453,13 +430,18 @@ def report_latency(results: Sequence[SizeResult], peer: bool) -> str:
         rows = [
             [
                 LABEL.get(kind, kind),
-                ms(p50(lo.times.get(f"o_{kind}", []))),
-                ms(p50(hi.times.get(f"o_{kind}", []))),
-                fmt_ratio(p50(hi.times.get(f"o_{kind}", [])), p50(lo.times.get(f"o_{kind}", []))),
+                ms(harness.p50(lo.times.get(f"o_{kind}", []))),
+                ms(harness.p50(hi.times.get(f"o_{kind}", []))),
+                harness.fmt_ratio(
+                    harness.p50(hi.times.get(f"o_{kind}", [])),
+                    harness.p50(lo.times.get(f"o_{kind}", [])),
+                ),
             ]
             for kind in (*OPS, "cold")
         ]
-        parts.append(md_table(["operation", f"p50 at {lo.n:,}", f"p50 at {hi.n:,}", "ratio"], rows))
+        parts.append(
+            harness.md_table(["operation", f"p50 at {lo.n:,}", f"p50 at {hi.n:,}", "ratio"], rows)
+        )
     parts.append(
         "\nBuilding the catalogs (not compared; olympia through the public API in one "
         "transaction, the peer's rows inserted with raw SQL):\n"
@@ -475,7 +457,7 @@ def report_latency(results: Sequence[SizeResult], peer: bool) -> str:
         for r in results
     ]
     parts.append(
-        md_table(
+        harness.md_table(
             [
                 "tables",
                 "olympia building the transaction s",
@@ -540,7 +522,7 @@ def setup_concurrency(job: Job, procs: int) -> int:
         (PEER_NAME, worker_ns(w), worker_table(w), location(worker_ns(w), "t", 0), None)
         for w in range(procs)
     ]
-    peer_sql.bulk_insert(peer.db_path, ns_rows, rows)
+    harness.bulk_insert(peer.db_path, ns_rows, rows)
     return 0
 
 
@@ -586,7 +568,7 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
 
 def run_fixed_time(job: Job, procs: int) -> list[Worker]:
     """``procs`` fresh processes that start together and commit for ``job.seconds``."""
-    return bench_txn.run_spawned(run_worker, Worker, job, procs, job.seconds + 900)
+    return harness.run_spawned(run_worker, Worker, job, procs, job.seconds + 900)
 
 
 @dataclass
@@ -625,10 +607,10 @@ def concurrency_run(
 ) -> ConcurrencyRun:
     job = Job(system, where, options, seconds)
     base = setup_concurrency(job, procs)
-    log(f"  {label}: {system}, {procs} process(es) for {seconds:.0f} s")
-    load0 = load_average()
+    harness.log(f"  {label}: {system}, {procs} process(es) for {seconds:.0f} s")
+    load0 = harness.load_average()
     workers = run_fixed_time(job, procs)
-    run = ConcurrencyRun(label, system, procs, workers, (load0, load_average()))
+    run = ConcurrencyRun(label, system, procs, workers, (load0, harness.load_average()))
     if system == "olympia":
         with olympia.load_catalog(where, options) as cat:
             gained = cat.version - base
@@ -666,7 +648,7 @@ def concurrency_run(
     firsts = [w.first_failure for w in workers if w.first_failure]
     if firsts:
         run.checks.append(f"first failure: {firsts[0]}")
-    log(
+    harness.log(
         f"    counts {run.counts}, {run.rate:.1f} commits/s, failures {dict(run.failures)}"
         + (f"; PROBLEMS {run.problems}" if run.problems else "")
     )
@@ -732,16 +714,16 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
                 str(counts) if len(counts) > 1 else str(counts[0]),
                 str(min(counts)),
                 str(max(counts)),
-                fmt_ratio(min(counts), max(counts)),
+                harness.fmt_ratio(min(counts), max(counts)),
                 ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "0",
                 str(sum(w.lost_races for w in r.workers)) if r.system == "olympia" else "-",
                 f"{r.rate:,.1f}",
-                fmt_ratio(r.rate, one) if r.procs > 1 else "-",
+                harness.fmt_ratio(r.rate, one) if r.procs > 1 else "-",
                 "; ".join(r.checks + [f"**{x}**" for x in r.problems]) or "-",
             ]
         )
     parts.append(
-        md_table(
+        harness.md_table(
             [
                 "storage, processes",
                 "system",
@@ -769,7 +751,7 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
             mean = sum(rs) / len(rs)
             lines.append(
                 f"{backend}, {system}: {n} processes {mean:,.1f} commits/s (mean of "
-                f"{len(rs)} runs) / one process {one:,.1f} = {fmt_ratio(mean, one)}"
+                f"{len(rs)} runs) / one process {one:,.1f} = {harness.fmt_ratio(mean, one)}"
             )
     if lines:
         parts.append(
@@ -779,7 +761,7 @@ def report_concurrency(runs: Sequence[ConcurrencyRun], seconds: float) -> str:
         )
     rates = {(r.label, r.system): r.rate for r in runs}
     pairs = [
-        f"{label}: {fmt_ratio(rates[(label, 'olympia')], rates[(label, 'peer')])}"
+        f"{label}: {harness.fmt_ratio(rates[(label, 'olympia')], rates[(label, 'peer')])}"
         for label, system in rates
         if system == "olympia" and (label, "peer") in rates
     ]
@@ -911,7 +893,7 @@ def report_requests(rows: Sequence[dict[str, Any]]) -> str:
             ]
         )
     parts.append(
-        md_table(
+        harness.md_table(
             [
                 "operation",
                 "requests",
@@ -990,28 +972,32 @@ def part_bulk(tmp: str, n: int, peer: bool) -> dict[str, Any]:
     folder = os.path.join(tmp, "bulk")
     os.makedirs(folder)
     uri = os.path.join(folder, "olympia")
-    log(f"bulk: {n:,} tables in one transaction")
-    out: dict[str, Any] = {"n": n, "write": in_child(bulk_write, uri, n)}
-    log(
+    harness.log(f"bulk: {n:,} tables in one transaction")
+    out: dict[str, Any] = {"n": n, "write": harness.in_child(bulk_write, uri, n)}
+    harness.log(
         f"  {out['write']['build_s'] + out['write']['commit_s']:.1f} s, peak RSS {out['write']['rss_mb']:,.0f} MB"
     )
     bulk_version = int(out["write"]["version"])
-    small_version = in_child(small_write, uri)
+    small_version = harness.in_child(small_write, uri)
     # Neither opened version is the latest: load_catalog reads the latest
     # root, at_version the opened one, for both alike.
-    in_child(small_write, uri, "the_latest")
+    harness.in_child(small_write, uri, "the_latest")
     j = n // 2
-    out["open_bulk"] = in_child(open_version, uri, bulk_version, namespace_of(j), table_name(j))
-    out["open_small"] = in_child(open_version, uri, small_version, namespace_of(j), table_name(j))
+    out["open_bulk"] = harness.in_child(
+        open_version, uri, bulk_version, namespace_of(j), table_name(j)
+    )
+    out["open_small"] = harness.in_child(
+        open_version, uri, small_version, namespace_of(j), table_name(j)
+    )
     out["versions"] = (bulk_version, small_version)
     if peer:
         pf = os.path.join(folder, "peer")
         os.makedirs(pf)
-        out["peer_insert_s"] = in_child(build_peer, pf, n)
-        out["peer_open"] = in_child(peer_cold_open, pf, namespace_of(j), table_name(j))
+        out["peer_insert_s"] = harness.in_child(build_peer, pf, n)
+        out["peer_open"] = harness.in_child(peer_cold_open, pf, namespace_of(j), table_name(j))
     for k in ("open_bulk", "open_small", "peer_open"):
         if k in out:
-            log(f"  {k}: {out[k]['s'] * 1e3:.1f} ms, peak RSS {out[k]['rss_mb']:,.0f} MB")
+            harness.log(f"  {k}: {out[k]['s'] * 1e3:.1f} ms, peak RSS {out[k]['rss_mb']:,.0f} MB")
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
@@ -1046,7 +1032,8 @@ def report_bulk(b: dict[str, Any]) -> str:
                 f"{o['s'] * 1e3:.2f} ms (first {o['first_s'] * 1e3:.2f} ms)",
                 f"{o['rss_base_mb']:,.0f}",
                 f"{o['rss_mb']:,.0f}",
-                f"time {fmt_ratio(o['s'], small['s'])}, RSS {fmt_ratio(o['rss_mb'], small['rss_mb'])}",
+                f"time {harness.fmt_ratio(o['s'], small['s'])}, "
+                f"RSS {harness.fmt_ratio(o['rss_mb'], small['rss_mb'])}",
             ]
         )
     if "peer_open" in b:
@@ -1070,7 +1057,7 @@ def report_bulk(b: dict[str, Any]) -> str:
             ]
         )
     parts.append(
-        md_table(
+        harness.md_table(
             ["step", "time", "RSS before MB", "peak RSS MB", "/ opening the small version"], rows
         )
     )
@@ -1080,35 +1067,13 @@ def report_bulk(b: dict[str, Any]) -> str:
 # --- main -------------------------------------------------------------------------------
 
 
-def parse_ints(text: str) -> list[int]:
-    try:
-        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"values must be positive: {text!r}")
-    return values
-
-
-def parse_only(text: str) -> tuple[str, ...]:
-    parts = tuple(x.strip() for x in text.split(",") if x.strip())
-    unknown = sorted(set(parts) - set(PARTS))
-    if not parts or unknown:
-        raise argparse.ArgumentTypeError(f"unknown part(s) {unknown}; choose from {PARTS}")
-    return parts
-
-
-def command_line(argv: Sequence[str]) -> str:
-    return "python -m benchmarks.bench_api" + ("" if not argv else " " + shlex.join(argv))
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, short runs (smoke run)")
     parser.add_argument(
         "--sizes",
-        type=parse_ints,
+        type=harness.parse_sizes,
         help="catalog sizes for latency (default 1000,10000,100000,1000000)",
     )
     parser.add_argument("--ops", type=int, help="calls of each kind per size (default 100)")
@@ -1120,19 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         "--list-size", type=int, help="tables in the listed namespace (default 10000)"
     )
     parser.add_argument("--bulk", type=int, help="tables of the bulk transaction (default 1000000)")
-    parser.add_argument(
-        "--only",
-        type=parse_only,
-        default=PARTS,
-        help=f"comma-separated parts, of {','.join(PARTS)} (default: all)",
-    )
-    parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--tmp", help="folder for the temporary catalogs (default: system temp)")
-    parser.add_argument("--no-peer", action="store_true", help="skip the SqlCatalog peer")
-    parser.add_argument(
-        "--out", help="Markdown results file (default benchmarks/results/api-<date>[-quick].md)"
-    )
-    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    harness.add_common_options(parser, "api-<date>[-quick].md", parts=PARTS, seed=20261123)
     args = parser.parse_args(argv)
 
     quick = args.quick
@@ -1142,10 +1095,10 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (3.0 if quick else 30.0)
     list_size = args.list_size or (2_000 if quick else 10_000)
     bulk = args.bulk or (20_000 if quick else 1_000_000)
-    skip = "disabled with --no-peer" if args.no_peer else bench_txn.peer_available()
+    skip = "disabled with --no-peer" if args.no_peer else harness.peer_available()
     peer = not skip
     if skip:
-        log(f"peer skipped: {skip}")
+        harness.log(f"peer skipped: {skip}")
 
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-api-", dir=args.tmp)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -1155,23 +1108,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         need_s3 = "requests" in args.only or ("concurrency" in args.only and args.s3_procs > 0)
         if need_s3:
-            log("starting a moto S3 server in a child process")
+            harness.log("starting a moto S3 server in a child process")
             moto = s3_requests.start_moto_process()
         if "latency" in args.only:
             sections.append(
                 report_latency(part_latency(base_tmp, sizes, ops, cold, args.seed, peer), peer)
             )
         if "concurrency" in args.only:
-            log("disjoint writers for a fixed time")
+            harness.log("disjoint writers for a fixed time")
             runs = part_concurrency(base_tmp, args.procs, args.s3_procs, seconds, peer, moto)
             problems += [f"{r.label} ({r.system}): {x}" for r in runs for x in r.problems]
             sections.append(report_concurrency(runs, seconds))
         if "requests" in args.only:
             assert moto is not None
-            log("S3 requests per operation")
-            rows = in_child(measure_requests, moto.endpoint_url, moto.bucket, list_size, args.seed)
+            harness.log("S3 requests per operation")
+            rows = harness.in_child(
+                measure_requests, moto.endpoint_url, moto.bucket, list_size, args.seed
+            )
             for r in rows:
-                log(
+                harness.log(
                     f"  {r['operation']}: {r['total']} requests, {r['rounds']} rounds ({r['requests']})"
                 )
             sections.append(report_requests(rows))
@@ -1182,32 +1137,27 @@ def main(argv: list[str] | None = None) -> int:
             moto.stop()
         shutil.rmtree(base_tmp, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
-    machine = bench_txn.machine_info(os.path.dirname(base_tmp))
+    machine = harness.machine_info(os.path.dirname(base_tmp))
     machine += [
-        ("moto", _version("moto")),
-        ("s3fs", _version("s3fs")),
-        ("aiobotocore", _version("aiobotocore")),
+        ("moto", harness.package_version("moto")),
+        ("s3fs", harness.package_version("s3fs")),
+        ("aiobotocore", harness.package_version("aiobotocore")),
     ]
     text = "\n".join(sections)
     print(text)
 
     if not args.no_save:
         today = started.date().isoformat()
-        out = (
-            Path(args.out)
-            if args.out
-            else HERE / "results" / f"api-{today}{'-quick' if quick else ''}.md"
-        )
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out = harness.results_path(args.out, f"api-{today}{'-quick' if quick else ''}.md")
         lines = [
             f"# API benchmark, {today}",
             "",
-            f"Command (from the project root): `{command_line(argv)}`",
+            f"Command (from the project root): `{harness.command_line('bench_api', argv)}`",
             "",
             f"Started {started:%Y-%m-%d %H:%M} UTC, took {(finished - started).total_seconds():.0f} s; "
-            f"1-minute load average at the end {load_average():.1f}.",
+            f"1-minute load average at the end {harness.load_average():.1f}.",
             "",
-            md_table(["machine", ""], [[k, v] for k, v in machine]),
+            harness.md_table(["machine", ""], [[k, v] for k, v in machine]),
             "",
             "Everything olympia does here goes through the public API (see the docstring of "
             "benchmarks/bench_api.py for exactly what each part measures); the peer is "
@@ -1218,20 +1168,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if problems:
             lines += ["## Problems", "", *[f"* {x}" for x in problems], ""]
-        out.write_text("\n".join(lines))
-        log(f"wrote {out}")
+        harness.write_results(out, "\n".join(lines))
     for x in problems:
-        log(f"FAILED: {x}")
+        harness.log(f"FAILED: {x}")
     return 1 if problems else 0
-
-
-def _version(module: str) -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(module)
-    except Exception:
-        return "not installed"
 
 
 if __name__ == "__main__":

@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import multiprocessing
 import os
-import platform
-import shlex
 import shutil
 import sys
 import tempfile
@@ -35,31 +32,20 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+try:
+    from benchmarks import harness
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    import harness  # type: ignore[no-redef]
 
 ROWS_PER_APPEND = 10
 
 
 def catalog(kind: str, folder: str) -> Any:
-    from pyiceberg.catalog import load_catalog
-
     if kind == "olympia":
-        return load_catalog(
-            "bench",
-            **{
-                "py-catalog-impl": "olympia.iceberg.OlympiaCatalog",
-                "warehouse": f"file://{folder}",
-            },
-        )
-    return load_catalog(
-        "bench",
-        **{
-            "type": "sql",
-            "uri": f"sqlite:///{folder}/catalog.db",
-            "warehouse": f"file://{folder}/warehouse",
-        },
-    )
+        return harness.load_olympia_catalog(f"file://{folder}")
+    return harness.load_sql_catalog(folder)
 
 
 def batch(worker: int, seq: int) -> Any:
@@ -125,18 +111,15 @@ class Run:
 def run(kind: str, tmp: str, procs: int, seconds: float) -> Run:
     folder = tempfile.mkdtemp(prefix=f"{kind}-{procs}-", dir=tmp)
     prepare(kind, folder)
-    context = multiprocessing.get_context("spawn")
-    out = context.Queue()
     start = time.time() + 3.0  # every process has loaded its catalog by then
-    workers = [
-        context.Process(target=appender, args=(kind, folder, i + 1, start, seconds, out))
-        for i in range(procs)
-    ]
-    for w in workers:
-        w.start()
-    results = sorted(out.get(timeout=seconds + 600) for _ in workers)
-    for w in workers:
-        w.join(timeout=60)
+    results = sorted(
+        harness.run_queued(
+            appender,
+            [(kind, folder, i + 1, start, seconds) for i in range(procs)],
+            timeout=seconds + 600,
+            join_timeout=60,
+        )
+    )
     table = catalog(kind, folder).load_table("n.t").scan().to_arrow()
     got = Counter(zip(table["worker"].to_pylist(), table["seq"].to_pylist(), strict=True))
     want = Counter(
@@ -166,15 +149,15 @@ def report(argv: Sequence[str], started: datetime.datetime, took: float, runs: l
 
     import olympia
 
-    command = "python -m benchmarks.bench_appends" + (" " + shlex.join(argv) if argv else "")
+    command = harness.command_line("bench_appends", argv)
     lines = [
         f"# Concurrent plain appends, {started:%Y-%m-%d}",
         "",
         f"Command (from the project root): `{command}`",
         "",
         f"Started {started:%Y-%m-%d %H:%M} UTC, took {took:.0f} s; 1-minute load average "
-        f"at the end {os.getloadavg()[0]:.1f}. Machine: {os.cpu_count()} cores, "
-        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"at the end {harness.load_average():.1f}. Machine: {os.cpu_count()} cores, "
+        f"{harness.python_text()}, "
         f"olympia {olympia.__version__}, pyiceberg {pyiceberg.__version__}, "
         f"SQLAlchemy {sqlalchemy.__version__}; catalogs on the local disk.",
         "",
@@ -238,9 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = report(args_list, started, time.perf_counter() - t0, runs)
     print(text)
     if args.out or not args.quick:
-        out = Path(args.out or f"benchmarks/results/appends-{started:%Y-%m-%d}.md")
-        out.write_text(text)
-        print(f"wrote {out}")
+        out = harness.results_path(args.out, f"appends-{started:%Y-%m-%d}.md")
+        harness.write_results(out, text)
     return 0
 
 

@@ -31,17 +31,13 @@ import datetime
 import gc
 import json
 import os
-import platform
 import random
-import resource
-import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,16 +50,14 @@ from olympia.proto.objects_pb2 import Table
 from olympia.store import CatalogStore, Root
 
 try:
-    from benchmarks import peer_sql
+    from benchmarks import harness
 except ImportError:  # run as a script: benchmarks/ is on sys.path
-    import peer_sql  # type: ignore[no-redef]
+    import harness  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
-PROJECT_ROOT = HERE.parent
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES = (1_000, 10_000)
 N_NAMESPACES = 100
-PEER_CATALOG_NAME = "bench"
+PEER_CATALOG_NAME = harness.PEER_NAME
 
 
 # --- the data set --------------------------------------------------------------
@@ -101,47 +95,6 @@ def table_ids_in_key_order(n: int) -> Iterator[int]:
 # --- small helpers -------------------------------------------------------------
 
 
-def percentile(data: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``data``, linear interpolation between order statistics."""
-    s = sorted(data)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def median(data: Sequence[float]) -> float:
-    return statistics.median(data) if data else float("nan")
-
-
-def rss_now_kb() -> int | None:
-    """Current resident set size (Linux), in KiB."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def peak_rss_kb() -> int:
-    """Peak resident set size of this process so far, in KiB: ``VmHWM`` of
-    /proc/self/status where there is one. Not ``ru_maxrss`` first: on Linux it
-    survives ``execve``, so a spawned child would report its parent's peak
-    when the parent was bigger."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes
-
-
 def dir_bytes(path: str) -> int:
     total = 0
     for folder, _dirs, files in os.walk(path):
@@ -149,16 +102,6 @@ def dir_bytes(path: str) -> int:
             with contextlib.suppress(OSError):
                 total += os.stat(os.path.join(folder, name)).st_size
     return total
-
-
-def timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --- results of one size -------------------------------------------------------
@@ -255,8 +198,8 @@ class OlympiaSide:
         t0 = time.perf_counter()
         changes = [(self.key(j), table_value(j, 1)) for j in table_ids_in_key_order(n)]
         res.gen_s = time.perf_counter() - t0
-        res.rss_before_bulk_kb = rss_now_kb()
-        log(f"[N={n}] built {len(changes)} objects in {res.gen_s:.1f} s; bulk loading")
+        res.rss_before_bulk_kb = harness.rss_now_kb()
+        harness.log(f"[N={n}] built {len(changes)} objects in {res.gen_s:.1f} s; bulk loading")
         base = store.load_root(0)
         gc.collect()
         t0 = time.perf_counter()
@@ -268,10 +211,10 @@ class OlympiaSide:
         t2 = time.perf_counter()
         res.bulk_apply_s, res.bulk_write_s = t1 - t0, t2 - t1
         res.bulk_files, res.bulk_bytes = store.last_write.files, store.last_write.bytes
-        res.peak_rss_after_bulk_kb = peak_rss_kb()
+        res.peak_rss_after_bulk_kb = harness.peak_rss_kb()
         res.height = done.node.height
         res.catalog_dir_bytes = dir_bytes(self.location)
-        log(
+        harness.log(
             f"[N={n}] bulk load {t2 - t0:.2f} s ({res.bulk_files} files, "
             f"{res.bulk_bytes / 1e6:.1f} MB, peak RSS {res.peak_rss_after_bulk_kb / 1024:.0f} MB)"
         )
@@ -280,7 +223,7 @@ class OlympiaSide:
         store = self.catalog.store
         j = self.rng.randrange(self.n)
         key, value = self.key(j), table_value(j, generation)
-        elapsed = timed(lambda: olympia_update(store, key, value))
+        elapsed = harness.timed(lambda: olympia_update(store, key, value))
         if record:
             self.res.commit_s.append(elapsed)
             self.res.commit_files.append(store.last_write.files)
@@ -313,12 +256,12 @@ class OlympiaSide:
 
     def warm_lookup(self, i: int) -> None:
         reader, key = self.reader, self.sample[i]
-        self.res.warm_latest_s.append(timed(lambda: reader.latest().get(key)))
+        self.res.warm_latest_s.append(harness.timed(lambda: reader.latest().get(key)))
 
     def warm_pinned_lookups(self) -> None:
         pinned = self.pinned
         for key in self.sample:
-            self.res.warm_pinned_s.append(timed(lambda key=key: pinned.get(key)))
+            self.res.warm_pinned_s.append(harness.timed(lambda key=key: pinned.get(key)))
         self.reader.close()
 
 
@@ -329,20 +272,13 @@ class PeerSide:
     """PyIceberg's SqlCatalog on SQLite holding the same N table entries."""
 
     def __init__(self, n: int, tmp: str, params: Params, res: SizeResult) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
         self.n, self.params, self.res = n, params, res
         self.rng = random.Random(params.seed + 1)
-        self.db_path = os.path.join(tmp, "peer.db")
-        self.warehouse = os.path.join(tmp, "wh")
-        os.makedirs(self.warehouse, exist_ok=True)
-        self._sql_catalog = SqlCatalog
+        self.db_path, self.warehouse = harness.peer_paths(tmp)
         self.catalog = self.open()  # creates the catalog tables
 
     def open(self) -> Any:
-        return self._sql_catalog(
-            PEER_CATALOG_NAME, uri=f"sqlite:///{self.db_path}", warehouse=f"file://{self.warehouse}"
-        )
+        return harness.sql_catalog(self.db_path, self.warehouse)
 
     def bulk_load(self) -> None:
         """Insert the N entries through SQL, into the tables SqlCatalog created."""
@@ -356,10 +292,10 @@ class PeerSide:
             for i in range(min(n, N_NAMESPACES))
         ]
         t0 = time.perf_counter()
-        peer_sql.bulk_insert(str(self.db_path), namespaces, rows)
+        harness.bulk_insert(str(self.db_path), namespaces, rows)
         self.res.peer_bulk_s = time.perf_counter() - t0
         self.res.peer = True
-        log(f"[N={n}] peer bulk INSERT {self.res.peer_bulk_s:.2f} s")
+        harness.log(f"[N={n}] peer bulk INSERT {self.res.peer_bulk_s:.2f} s")
 
     @staticmethod
     def where_table(ns: str, name: str) -> Any:
@@ -406,14 +342,16 @@ class PeerSide:
     def commit(self, generation: int, record: bool = True) -> None:
         j = self.rng.randrange(self.n)
         ns, name, loc = namespace_of(j), table_name(j), metadata_location(j, generation)
-        elapsed = timed(lambda: self.cas_update(ns, name, loc))
+        elapsed = harness.timed(lambda: self.cas_update(ns, name, loc))
         if record:
             self.res.peer_commit_s.append(elapsed)
 
     def namespace_commit(self, i: int) -> None:
         ns = namespace_of(self.rng.randrange(self.n))
         updates = {"bench.counter": str(i)}
-        elapsed = timed(lambda: self.catalog.update_namespace_properties(ns, updates=updates))
+        elapsed = harness.timed(
+            lambda: self.catalog.update_namespace_properties(ns, updates=updates)
+        )
         self.res.peer_nsprops_commit_s.append(elapsed)
 
     def cold_lookup(self) -> None:
@@ -440,7 +378,7 @@ class PeerSide:
 
     def warm_lookup(self, i: int) -> None:
         peer, (ns, name) = self.catalog, self.sample[i]
-        self.res.peer_warm_lookup_s.append(timed(lambda: self.entry_lookup(peer, ns, name)))
+        self.res.peer_warm_lookup_s.append(harness.timed(lambda: self.entry_lookup(peer, ns, name)))
 
     def table_exists_lookups(self) -> None:
         """SqlCatalog.table_exists, the public API: it loads the table, which
@@ -484,7 +422,9 @@ class PeerSide:
         gc.collect()
         for j in rng.choices(exists_sample, k=params.warm):
             ident = (namespace_of(j), table_name(j))
-            res.peer_warm_exists_s.append(timed(lambda ident=ident: peer.table_exists(ident)))
+            res.peer_warm_exists_s.append(
+                harness.timed(lambda ident=ident: peer.table_exists(ident))
+            )
 
     def close(self) -> None:
         self.catalog.close()
@@ -514,7 +454,7 @@ def run_size(n: int, params: Params) -> SizeResult:
                 peer.bulk_load()
         sides: list[OlympiaSide | PeerSide] = [ours] if peer is None else [ours, peer]
 
-        log(f"[N={n}] single-object commits")
+        harness.log(f"[N={n}] single-object commits")
         gc.collect()
         for side in sides:
             side.commit(2, record=False)  # warm-up
@@ -525,7 +465,7 @@ def run_size(n: int, params: Params) -> SizeResult:
             for i in range(params.commits):
                 peer.namespace_commit(i)
 
-        log(f"[N={n}] lookups")
+        harness.log(f"[N={n}] lookups")
         gc.collect()
         for _ in range(params.cold):
             for side in sides:
@@ -569,7 +509,7 @@ def run_size_in_child(n: int, args: argparse.Namespace) -> SizeResult:
             cmd += ["--tmp", args.tmp]
         if args.no_peer:
             cmd.append("--no-peer")
-        subprocess.run(cmd, check=True, cwd=PROJECT_ROOT)
+        subprocess.run(cmd, check=True, cwd=harness.PROJECT_ROOT)
         with open(out) as f:
             return SizeResult(**json.load(f))
     finally:
@@ -591,7 +531,7 @@ def us(x: float) -> str:
 def ratio(a: Sequence[float], b: Sequence[float]) -> str:
     if not a or not b:
         return "n/a"
-    return f"{median(a) / median(b):.2f}"
+    return f"{harness.median(a) / harness.median(b):.2f}"
 
 
 def mb(x: float) -> str:
@@ -599,9 +539,7 @@ def mb(x: float) -> str:
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    return harness.md_table(header, rows, align="---:")
 
 
 def fmt_n(n: int) -> str:
@@ -697,14 +635,14 @@ def report_tables(results: Sequence[SizeResult]) -> str:
                     str(len(r.commit_s)),
                     span(r.commit_files),
                     str(r.height + 1),
-                    f"{median(r.commit_bytes) / 1e3:.1f}",
+                    f"{harness.median(r.commit_bytes) / 1e3:.1f}",
                     f"{max(r.commit_bytes, default=0) / 1e3:.1f}",
-                    ms(median(r.commit_s)),
-                    ms(percentile(r.commit_s, 0.9)),
-                    ms(median(r.peer_commit_s)) if r.peer else "n/a",
-                    ms(percentile(r.peer_commit_s, 0.9)) if r.peer else "n/a",
+                    ms(harness.median(r.commit_s)),
+                    ms(harness.percentile(r.commit_s, 0.9)),
+                    ms(harness.median(r.peer_commit_s)) if r.peer else "n/a",
+                    ms(harness.percentile(r.peer_commit_s, 0.9)) if r.peer else "n/a",
                     ratio(r.commit_s, r.peer_commit_s),
-                    ms(median(r.peer_nsprops_commit_s)) if r.peer else "n/a",
+                    ms(harness.median(r.peer_nsprops_commit_s)) if r.peer else "n/a",
                 ]
                 for r in results
             ],
@@ -734,21 +672,21 @@ def report_tables(results: Sequence[SizeResult]) -> str:
             [
                 [
                     fmt_n(r.n),
-                    ms(median(r.cold_lookup_s)),
-                    ms(percentile(r.cold_lookup_s, 0.9)),
-                    ms(median(r.cold_open_s)),
-                    ms(median(r.peer_cold_lookup_s)) if r.peer else "n/a",
-                    ms(percentile(r.peer_cold_lookup_s, 0.9)) if r.peer else "n/a",
-                    ms(median(r.peer_cold_open_s)) if r.peer else "n/a",
+                    ms(harness.median(r.cold_lookup_s)),
+                    ms(harness.percentile(r.cold_lookup_s, 0.9)),
+                    ms(harness.median(r.cold_open_s)),
+                    ms(harness.median(r.peer_cold_lookup_s)) if r.peer else "n/a",
+                    ms(harness.percentile(r.peer_cold_lookup_s, 0.9)) if r.peer else "n/a",
+                    ms(harness.median(r.peer_cold_open_s)) if r.peer else "n/a",
                     ratio(r.cold_lookup_s, r.peer_cold_lookup_s),
-                    us(median(r.warm_latest_s)),
-                    us(percentile(r.warm_latest_s, 0.9)),
-                    us(median(r.warm_pinned_s)),
-                    us(median(r.peer_warm_lookup_s)) if r.peer else "n/a",
-                    us(percentile(r.peer_warm_lookup_s, 0.9)) if r.peer else "n/a",
+                    us(harness.median(r.warm_latest_s)),
+                    us(harness.percentile(r.warm_latest_s, 0.9)),
+                    us(harness.median(r.warm_pinned_s)),
+                    us(harness.median(r.peer_warm_lookup_s)) if r.peer else "n/a",
+                    us(harness.percentile(r.peer_warm_lookup_s, 0.9)) if r.peer else "n/a",
                     ratio(r.warm_latest_s, r.peer_warm_lookup_s),
-                    ms(median(r.peer_cold_exists_s)) if r.peer else "n/a",
-                    us(median(r.peer_warm_exists_s)) if r.peer else "n/a",
+                    ms(harness.median(r.peer_cold_exists_s)) if r.peer else "n/a",
+                    us(harness.median(r.peer_warm_exists_s)) if r.peer else "n/a",
                 ]
                 for r in results
             ],
@@ -802,77 +740,19 @@ METHOD = """\
 """
 
 
-def machine_info() -> list[tuple[str, str]]:
-    info: list[tuple[str, str]] = []
-    cpus = os.cpu_count() or 0
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = cpus
-    info.append(("nproc", str(usable) + ("" if usable == cpus else f" (of {cpus})")))
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    info.append(("cpu", model or platform.processor() or "unknown"))
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/meminfo") as f:
-            kb = int(f.readline().split()[1])
-        info.append(("memory", f"{kb / 1024 / 1024:.1f} GiB"))
-    info.append(("os", platform.platform()))
-    info.append(("python", f"{platform.python_implementation()} {platform.python_version()}"))
-    versions = []
-    for module in ("olympia", "pyarrow", "google.protobuf", "pyiceberg", "sqlalchemy"):
-        with contextlib.suppress(ImportError):
-            mod = __import__(module, fromlist=["__version__"])
-            versions.append(f"{module} {getattr(mod, '__version__', '?')}")
-    import sqlite3
-
-    versions.append(f"sqlite {sqlite3.sqlite_version}")
-    info.append(("packages", ", ".join(versions)))
-    return info
-
-
 def load_average() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "n/a"
-
-
-def command_line() -> str:
-    args = shlex.join(sys.argv[1:])
-    if __spec__ is not None and __spec__.name == "benchmarks.bench_core":
-        cmd = "python -m benchmarks.bench_core"
-    else:
-        try:
-            script = os.path.relpath(sys.argv[0], PROJECT_ROOT)
-        except ValueError:
-            script = sys.argv[0]
-        cmd = f"python {script}"
-    return f"{cmd} {args}".strip()
+    load = harness.load_average()
+    return "n/a" if load != load else f"{load:.2f}"
 
 
 # --- entry point -----------------------------------------------------------------
-
-
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(float(x)) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of sizes: {text!r}") from None
-    if not sizes or any(s < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"sizes must be positive: {text!r}")
-    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--sizes",
-        type=parse_sizes,
+        type=harness.parse_sizes,
         default=list(DEFAULT_SIZES),
         help="comma-separated catalog sizes (default 1000,10000,100000,1000000)",
     )
@@ -880,15 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=50, help="single-object commits per size")
     parser.add_argument("--cold", type=int, default=50, help="cold lookups (fresh opens) per size")
     parser.add_argument("--warm", type=int, default=1000, help="warm lookups per size")
-    parser.add_argument("--seed", type=int, default=20240601)
-    parser.add_argument("--tmp", help="folder for the temporary catalogs (default: system temp)")
-    parser.add_argument("--no-peer", action="store_true", help="skip the PyIceberg SqlCatalog peer")
-    parser.add_argument(
-        "--out",
-        help="Markdown results file (default benchmarks/results/core-<date>.md, "
-        "core-<date>-quick.md with --quick)",
-    )
-    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    harness.add_common_options(parser, "core-<date>[-quick].md", seed=20240601)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -908,8 +780,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     load_after = load_average()
 
-    command = command_line()
-    machine = machine_info()
+    command = harness.command_line("bench_core", sys.argv[1:], as_run=True)
+    machine = harness.machine_list()
     tables = report_tables(results)
     doc = "\n\n".join(
         [
@@ -927,13 +799,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(doc)
     if not args.no_save:
-        out = Path(args.out) if args.out else None
-        if out is None:
-            suffix = "-quick" if args.quick else ""
-            out = HERE / "results" / f"core-{today}{suffix}.md"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(doc.rstrip() + "\n")
-        log(f"results written to {out}")
+        suffix = "-quick" if args.quick else ""
+        out = harness.results_path(args.out, f"core-{today}{suffix}.md")
+        harness.write_results(out, doc.rstrip() + "\n")
     return 0
 
 

@@ -42,34 +42,25 @@ import contextlib
 import datetime
 import os
 import random
-import shlex
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import olympia
 
 try:
-    from benchmarks import bench_txn, peer_sql
+    from benchmarks import harness
 except ImportError:  # run as a script: benchmarks/ is on sys.path
-    import bench_txn  # type: ignore[no-redef]
-    import peer_sql  # type: ignore[no-redef]
+    import harness  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
 N_NAMESPACES = 100
 WARMUP = 5
 OPS = ("create_table", "load_table", "append", "list_tables")
 SPLIT = ("data+manifests", "metadata I/O", "catalog")
-log = bench_txn.log
-percentile = bench_txn.percentile
-md_table = bench_txn.md_table
-fmt_ratio = bench_txn.fmt_ratio
-in_child = bench_txn.in_child
 
 
 def namespace(j: int) -> str:
@@ -103,32 +94,11 @@ def rows(i: int) -> Any:
     )
 
 
-def olympia_catalog(warehouse: str) -> Any:
-    from pyiceberg.catalog import load_catalog
-
-    return load_catalog(
-        "bench", **{"py-catalog-impl": "olympia.iceberg.OlympiaCatalog", "warehouse": warehouse}
-    )
-
-
-def sql_catalog(folder: str) -> Any:
-    from pyiceberg.catalog import load_catalog
-
-    return load_catalog(
-        "bench",
-        **{
-            "type": "sql",
-            "uri": f"sqlite:///{folder}/catalog.db",
-            "warehouse": f"file://{folder}/warehouse",
-        },
-    )
-
-
 def build(warehouse: str, peer_folder: str, n: int) -> dict[str, float]:
     """Both catalogs with N tables over 100 namespaces; returns build times."""
     out: dict[str, float] = {}
     t0 = time.perf_counter()
-    cat = olympia_catalog(warehouse)
+    cat = harness.load_olympia_catalog(warehouse)
     cat.create_namespace("template")
     tmpl = cat.create_table(("template", "t"), schema())
     ocat = olympia.load_catalog(warehouse)
@@ -139,12 +109,12 @@ def build(warehouse: str, peer_folder: str, n: int) -> dict[str, float]:
             txn.create_table(namespace(j), table(j), metadata_location=tmpl.metadata_location)
     out["olympia_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    peer = sql_catalog(peer_folder)
+    peer = harness.load_sql_catalog(peer_folder)
     peer.create_namespace("template")
     ptmpl = peer.create_table(("template", "t"), schema())
     for j in range(N_NAMESPACES):
         peer.create_namespace(namespace(j))
-    peer_sql.bulk_insert(
+    harness.bulk_insert(
         os.path.join(peer_folder, "catalog.db"),
         [],
         [("bench", namespace(j), table(j), ptmpl.metadata_location, None) for j in range(n)],
@@ -210,7 +180,10 @@ class SizeResult:
 def measure(warehouse: str, peer_folder: str, n: int, calls: int, seed: int) -> SizeResult:
     rng = random.Random(seed)
     res = SizeResult(n)
-    cats = {"olympia": olympia_catalog(warehouse), "sql": sql_catalog(peer_folder)}
+    cats = {
+        "olympia": harness.load_olympia_catalog(warehouse),
+        "sql": harness.load_sql_catalog(peer_folder),
+    }
     appended = {s: c.create_table(("template", "appended"), schema()) for s, c in cats.items()}
     split = Split()
     with split_timer(list(cats.values()), split):
@@ -260,7 +233,7 @@ def measure(warehouse: str, peer_folder: str, n: int, calls: int, seed: int) -> 
 
 
 def p(xs: Sequence[float] | None, q: float = 0.5) -> float | None:
-    return None if not xs else percentile(xs, q)
+    return None if not xs else harness.percentile(xs, q)
 
 
 def ms(x: float | None) -> str:
@@ -285,10 +258,10 @@ def report(results: Sequence[SizeResult], calls: int) -> str:
                     op,
                     f"{ms(p(o))} ({ms(p(o, 0.9))})",
                     f"{ms(p(s))} ({ms(p(s, 0.9))})",
-                    fmt_ratio(p(o), p(s)),
+                    harness.fmt_ratio(p(o), p(s)),
                 ]
             )
-    out.append(md_table(["tables", "operation", "olympia", "SqlCatalog", "ratio"], rows_))
+    out.append(harness.md_table(["tables", "operation", "olympia", "SqlCatalog", "ratio"], rows_))
     out += ["", "## Where an append's time goes, p50 of each part, ms", ""]
     rows_ = []
     for r in results:
@@ -296,7 +269,7 @@ def report(results: Sequence[SizeResult], calls: int) -> str:
             rows_.append(
                 [f"{r.n:,}", system] + [ms(p(r.split.get((system, part)))) for part in SPLIT]
             )
-    out.append(md_table(["tables", "system", *SPLIT], rows_))
+    out.append(harness.md_table(["tables", "system", *SPLIT], rows_))
     if len(results) > 1:
         first, last = results[0], results[-1]
         out += [
@@ -305,15 +278,17 @@ def report(results: Sequence[SizeResult], calls: int) -> str:
             "",
         ]
         out.append(
-            md_table(
+            harness.md_table(
                 ["operation", "olympia", "SqlCatalog"],
                 [
                     [
                         op,
-                        fmt_ratio(
+                        harness.fmt_ratio(
                             p(last.times.get(("olympia", op))), p(first.times.get(("olympia", op)))
                         ),
-                        fmt_ratio(p(last.times.get(("sql", op))), p(first.times.get(("sql", op)))),
+                        harness.fmt_ratio(
+                            p(last.times.get(("sql", op))), p(first.times.get(("sql", op)))
+                        ),
                     ]
                     for op in OPS
                 ],
@@ -321,7 +296,7 @@ def report(results: Sequence[SizeResult], calls: int) -> str:
         )
     out += ["", "## Building (not timed per call)", ""]
     out.append(
-        md_table(
+        harness.md_table(
             ["tables", "olympia build s", "SqlCatalog build s", "listed olympia / SqlCatalog"],
             [
                 [
@@ -342,14 +317,18 @@ def run_size(tmp: str, n: int, calls: int, seed: int) -> SizeResult:
     warehouse = os.path.join(folder, "olympia")
     peer_folder = os.path.join(folder, "sql")
     os.makedirs(os.path.join(peer_folder, "warehouse"))
-    log(f"N={n}: building both catalogs")
-    built = in_child(build, warehouse, peer_folder, n)
-    log(f"  olympia {built['olympia_s']:.1f} s, SqlCatalog {built['peer_s']:.1f} s; measuring")
-    res: SizeResult = in_child(measure, warehouse, peer_folder, n, calls, seed)
+    harness.log(f"N={n}: building both catalogs")
+    built = harness.in_child(build, warehouse, peer_folder, n)
+    harness.log(
+        f"  olympia {built['olympia_s']:.1f} s, SqlCatalog {built['peer_s']:.1f} s; measuring"
+    )
+    res: SizeResult = harness.in_child(measure, warehouse, peer_folder, n, calls, seed)
     res.build = built
     for op in OPS:
         o, s = p(res.times.get(("olympia", op))), p(res.times.get(("sql", op)))
-        log(f"  {op}: olympia {ms(o)} ms, SqlCatalog {ms(s)} ms, ratio {fmt_ratio(o, s)}")
+        harness.log(
+            f"  {op}: olympia {ms(o)} ms, SqlCatalog {ms(s)} ms, ratio {harness.fmt_ratio(o, s)}"
+        )
     shutil.rmtree(folder, ignore_errors=True)
     return res
 
@@ -358,18 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="sizes 10^3 and 10^4, 20 calls")
-    parser.add_argument("--sizes", type=str, help="comma-separated catalog sizes")
+    parser.add_argument("--sizes", type=harness.parse_sizes, help="comma-separated catalog sizes")
     parser.add_argument("--calls", type=int, help="calls of each kind per size (default 100)")
-    parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--tmp", help="folder for the temporary catalogs")
-    parser.add_argument("--out", help="results file (default benchmarks/results/iceberg-<date>.md)")
-    parser.add_argument("--no-save", action="store_true")
+    harness.add_common_options(parser, "iceberg-<date>[-quick].md", seed=20261123, peer=False)
     args = parser.parse_args(argv)
-    sizes = (
-        [int(x) for x in args.sizes.split(",")]
-        if args.sizes
-        else ([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
-    )
+    sizes = args.sizes or ([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
     calls = args.calls or (20 if args.quick else 100)
     tmp = tempfile.mkdtemp(prefix="olympia-bench-iceberg-", dir=args.tmp)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -378,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
-    command = "python -m benchmarks.bench_iceberg" + (" " + shlex.join(argv) if argv else "")
-    machine = bench_txn.machine_info(tmp)
+    command = harness.command_line("bench_iceberg", argv)
+    machine = harness.machine_info(tmp)
     text = "\n".join(
         [
             f"# PyIceberg catalog benchmark, {started:%Y-%m-%d}",
@@ -389,22 +361,15 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "What is measured and how: the docstring of `benchmarks/bench_iceberg.py`.",
             "",
-            md_table(["machine", ""], [[k, v] for k, v in machine]),
+            harness.md_table(["machine", ""], [[k, v] for k, v in machine]),
             "",
             report(results, calls),
         ]
     )
     print(text)
     if not args.no_save:
-        out = (
-            Path(args.out)
-            if args.out
-            else HERE
-            / "results"
-            / (f"iceberg-{started:%Y-%m-%d}{'-quick' if args.quick else ''}.md")
-        )
-        out.write_text(text)
-        log(f"wrote {out}")
+        name = f"iceberg-{started:%Y-%m-%d}{'-quick' if args.quick else ''}.md"
+        harness.write_results(harness.results_path(args.out, name), text)
     return 0
 
 

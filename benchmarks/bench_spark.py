@@ -71,10 +71,8 @@ import json
 import multiprocessing as mp
 import os
 import pstats
-import shlex
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,28 +85,17 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from benchmarks import bench_txn
+    from benchmarks import harness
 except ImportError:  # run as a script: benchmarks/ is on sys.path
-    import bench_txn  # type: ignore[no-redef]
+    import harness  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
-PROJECT_ROOT = HERE.parent
 PARTS = ("spark", "rest", "profile")
 KINDS = ("create namespace", "create table", "insert", "update", "select")
 PREFIX = "olympia"
 
-log = bench_txn.log
-md_table = bench_txn.md_table
-percentile = bench_txn.percentile
-load_average = bench_txn.load_average
-
 
 def ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 1e3:.1f}"
-
-
-def p50(xs: Sequence[float]) -> float | None:
-    return statistics.median(xs) if xs else None
 
 
 # --- counting what the server does --------------------------------------------------
@@ -308,7 +295,7 @@ def part_spark(
                     for kind, secs in result.items():
                         times[cat][kind].append(secs)
                 line.append(f"{cat} {result['job']:.2f} s")
-            log(f"  rep {rep}{' (warm-up)' if rep < warmup else ''}: {', '.join(line)}")
+            harness.log(f"  rep {rep}{' (warm-up)' if rep < warmup else ''}: {', '.join(line)}")
     finally:
         spark.stop()
         server.stop()
@@ -367,7 +354,7 @@ def serve_process(warehouse: str, port: int) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "olympia.cli", "serve", "-w", warehouse, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        cwd=PROJECT_ROOT,
+        cwd=harness.PROJECT_ROOT,
     )
     deadline = time.monotonic() + 60
     while True:
@@ -521,9 +508,11 @@ def part_rest(tmp: str, procs: int, seconds: float, direct_n: int) -> RestResult
         uuids = make_tables(f"http://127.0.0.1:{port}", max(procs, 1))
         for kind in ("load", "commit"):
             for p in (1, procs):
-                log(f"rest: {kind} with {p} client process(es) for {seconds:.0f} s")
+                harness.log(f"rest: {kind} with {p} client process(es) for {seconds:.0f} s")
                 r = run_clients(port, kind, p, uuids, seconds)
-                log(f"  {r.rate:.1f} requests/s, p50 {ms(p50(r.latencies))} ms, bad {r.bad}")
+                harness.log(
+                    f"  {r.rate:.1f} requests/s, p50 {ms(harness.p50(r.latencies))} ms, bad {r.bad}"
+                )
                 runs.append(r)
     finally:
         proc.terminate()
@@ -531,8 +520,8 @@ def part_rest(tmp: str, procs: int, seconds: float, direct_n: int) -> RestResult
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    log("rest: direct PyIceberg calls (no HTTP)")
-    direct = bench_txn.in_child(direct_calls, warehouse, direct_n)
+    harness.log("rest: direct PyIceberg calls (no HTTP)")
+    direct = harness.in_child(direct_calls, warehouse, direct_n)
     return RestResult(runs, direct)
 
 
@@ -692,23 +681,14 @@ def summarize(stats: pstats.Stats, n: int, top: int) -> str:
 
 
 def machine_info(tmp: str, spark: SparkResult | None) -> list[tuple[str, str]]:
-    from importlib.metadata import version
-
-    rows = bench_txn.machine_info(tmp)
+    rows = harness.machine_info(tmp)
     rows = [r for r in rows if r[0] not in ("sqlalchemy", "sqlite")]
     for mod in ("pyspark", "fastapi", "uvicorn", "snowpark-connect-deps-iceberg"):
-        try:
-            rows.append((mod, version(mod)))
-        except Exception:
-            rows.append((mod, "not installed"))
+        rows.append((mod, harness.package_version(mod)))
     if spark is not None:
         rows.append(("java", spark.versions["java"]))
         rows.append(("iceberg runtime", "iceberg-spark-runtime-3.5_2.12-1.10.2"))
     return rows
-
-
-def fmt_ratio(a: float | None, b: float | None) -> str:
-    return "n/a" if a is None or not b else f"{a / b:.2f}"
 
 
 def report(
@@ -725,20 +705,20 @@ def report(
     out = [
         f"# Spark benchmark, {started:%Y-%m-%d}",
         "",
-        f"Command (from the project root): `{command_line(argv)}`",
+        f"Command (from the project root): `{harness.command_line('bench_spark', argv)}`",
         "",
         f"Started {started:%Y-%m-%d %H:%M} UTC, took {took:.0f} s; 1-minute load average "
         f"before / after each part: {', '.join(f'{x:.1f}' for x in loads)} "
         "(other work shared the 2 cores).",
         "",
-        md_table(["machine", ""], machine_info(tmp, spark)),
+        harness.md_table(["machine", ""], machine_info(tmp, spark)),
         "",
         "See the docstring of benchmarks/bench_spark.py for exactly what is measured.",
     ]
     if spark is not None:
         lake, h = spark.times["lake"], spark.times["h"]
-        job_l, job_h = p50(lake["job"]), p50(h["job"])
-        paired = p50([a / b for a, b in zip(lake["job"], h["job"], strict=True)])
+        job_l, job_h = harness.p50(lake["job"]), harness.p50(h["job"])
+        paired = harness.p50([a / b for a, b in zip(lake["job"], h["job"], strict=True)])
         out += [
             "",
             "## 1. The same Spark job through olympia's REST catalog and the hadoop catalog",
@@ -763,10 +743,10 @@ def report(
             f"after {args.warmup} warm-up ones, the catalog going first alternating.",
             "",
             f"**Job time, median: lake {ms(job_l)} ms, h {ms(job_h)} ms; "
-            f"lake / h = {fmt_ratio(job_l, job_h)}** (goal: at most 1.10). "
+            f"lake / h = {harness.fmt_ratio(job_l, job_h)}** (goal: at most 1.10). "
             "Less sensitive to other work on the machine: the median of the per-repetition "
-            f"ratios (the two catalogs ran back to back) {fmt_ratio(paired, 1.0)}; "
-            f"fastest job of each, lake / h {fmt_ratio(min(lake['job']), min(h['job']))}.",
+            f"ratios (the two catalogs ran back to back) {harness.fmt_ratio(paired, 1.0)}; "
+            f"fastest job of each, lake / h {harness.fmt_ratio(min(lake['job']), min(h['job']))}.",
             "",
         ]
         rows = []
@@ -776,14 +756,14 @@ def report(
             secs = sum(
                 s for (k, _), s in spark.server_seconds.items() if k == kind or kind == "job"
             )
-            diff = (p50(lake[kind]) or 0) - (p50(h[kind]) or 0)
+            diff = (harness.p50(lake[kind]) or 0) - (harness.p50(h[kind]) or 0)
             rows.append(
                 [
                     kind,
                     str(n),
-                    ms(p50(lake[kind])),
-                    ms(p50(h[kind])),
-                    fmt_ratio(p50(lake[kind]), p50(h[kind])),
+                    ms(harness.p50(lake[kind])),
+                    ms(harness.p50(h[kind])),
+                    harness.fmt_ratio(harness.p50(lake[kind]), harness.p50(h[kind])),
                     ms(diff),
                     f"{reqs / spark.reps:.1f}",
                     ms(secs / spark.reps),
@@ -795,7 +775,7 @@ def report(
             "made per repetition and the time the server spent inside them (mean over the "
             "counted repetitions).",
             "",
-            md_table(
+            harness.md_table(
                 [
                     "statements",
                     "count",
@@ -822,7 +802,7 @@ def report(
             [f"`{route}`", f"{c / spark.reps:.1f}", ms(s / c if c else None)]
             for route, (c, s) in sorted(by_route.items(), key=lambda kv: -kv[1][1])
         ]
-        out += [md_table(["route", "per repetition", "server ms each"], route_rows), ""]
+        out += [harness.md_table(["route", "per repetition", "server ms each"], route_rows), ""]
         out.append(
             "HTTP statuses: "
             + ", ".join(f"{k}: {v}" for k, v in sorted(spark.statuses.items()))
@@ -855,22 +835,22 @@ def report(
                 str(r.procs),
                 str(r.ok),
                 f"{r.rate:.1f}",
-                ms(p50(r.latencies)),
-                ms(percentile(r.latencies, 0.9) if r.latencies else None),
+                ms(harness.p50(r.latencies)),
+                ms(harness.percentile(r.latencies, 0.9) if r.latencies else None),
                 str(sum(r.bad.values())),
             ]
             for r in rest.runs
         ]
         out += [
-            md_table(
+            harness.md_table(
                 ["request", "client processes", "ok", "requests/s", "p50 ms", "p90 ms", "non-2xx"],
                 rows,
             ),
             "",
             "For scale, the same calls on PyIceberg's API of the olympia catalog, no HTTP, "
             "one thread: load_table p50 "
-            f"{ms(p50(rest.direct['load']))} ms, one-property commit_transaction p50 "
-            f"{ms(p50(rest.direct['commit']))} ms ({len(rest.direct['load'])} calls each).",
+            f"{ms(harness.p50(rest.direct['load']))} ms, one-property commit_transaction p50 "
+            f"{ms(harness.p50(rest.direct['commit']))} ms ({len(rest.direct['load'])} calls each).",
         ]
     if profile is not None:
         out += ["", "## 3. Profile of the server (cProfile on all its threads)", ""]
@@ -879,15 +859,10 @@ def report(
     return "\n".join(out).rstrip() + "\n"
 
 
-def command_line(argv: Sequence[str]) -> str:
-    return "python -m benchmarks.bench_spark" + ("" if not argv else " " + shlex.join(argv))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small smoke run")
-    ap.add_argument("--only", default=",".join(PARTS), help=f"parts: {','.join(PARTS)}")
     ap.add_argument("--reps", type=int, default=None, help="counted repetitions (10)")
     ap.add_argument("--warmup", type=int, default=None, help="uncounted repetitions (2)")
     ap.add_argument("--tables", type=int, default=3)
@@ -907,28 +882,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--procs", type=int, default=4, help="client processes in part 2")
     ap.add_argument("--seconds", type=float, default=None, help="seconds per rate run (10)")
     ap.add_argument("--profile-requests", type=int, default=None, help="(300)")
-    ap.add_argument("--tmp", default=None, help="folder for the temporary catalogs")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--no-save", action="store_true")
+    harness.add_common_options(ap, "spark-<date>[-quick][-shipped].md", parts=PARTS, peer=False)
     args = ap.parse_args(argv)
     args.reps = args.reps if args.reps is not None else (3 if args.quick else 10)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
     args.seconds = args.seconds if args.seconds is not None else (3.0 if args.quick else 10.0)
     n_prof = args.profile_requests or (50 if args.quick else 300)
-    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        ap.error(f"unknown part {unknown[0]!r}; choose from {', '.join(PARTS)}")
+    parts = args.only
 
     started = datetime.datetime.now(datetime.timezone.utc)
     t_start = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=args.tmp)
-    loads = [load_average()]
+    loads = [harness.load_average()]
     spark_res = rest_res = None
     profile_res = None
     try:
         if "spark" in parts:
-            log(f"spark: {args.warmup} + {args.reps} repetitions on lake and h")
+            harness.log(f"spark: {args.warmup} + {args.reps} repetitions on lake and h")
             spark_res = part_spark(
                 os.path.join(tmp, "spark"),
                 args.reps,
@@ -938,16 +908,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 metrics=not args.no_metrics,
                 mode=args.server,
             )
-            loads.append(load_average())
+            loads.append(harness.load_average())
         if "rest" in parts:
             rest_res = part_rest(
                 os.path.join(tmp, "rest"), args.procs, args.seconds, 50 if args.quick else 200
             )
-            loads.append(load_average())
+            loads.append(harness.load_average())
         if "profile" in parts:
-            log(f"profile: {n_prof} load-tables, {n_prof} commits")
+            harness.log(f"profile: {n_prof} load-tables, {n_prof} commits")
             profile_res = part_profile(os.path.join(tmp, "profile"), n_prof, 25)
-            loads.append(load_average())
+            loads.append(harness.load_average())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     took = time.perf_counter() - t_start
@@ -956,13 +926,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = rest_res is not None and any(r.bad for r in rest_res.runs)
     if not args.no_save:
         suffix = ("-quick" if args.quick else "") + ("-shipped" if args.server == "shipped" else "")
-        out = (
-            Path(args.out)
-            if args.out
-            else HERE / "results" / f"spark-{started:%Y-%m-%d}{suffix}.md"
-        )
-        out.write_text(text)
-        log(f"wrote {out}")
+        out = harness.results_path(args.out, f"spark-{started:%Y-%m-%d}{suffix}.md")
+        harness.write_results(out, text)
     return 1 if failed else 0
 
 

@@ -51,45 +51,32 @@ Run from the project root::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import multiprocessing as mp
 import os
-import platform
 import random
 import re
-import shlex
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import olympia
 
 try:
-    from benchmarks import peer_sql
+    from benchmarks import harness
 except ImportError:  # run as a script: benchmarks/ is on sys.path
-    import peer_sql  # type: ignore[no-redef]
+    import harness  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
-PEER_NAME = "bench"
+PEER_NAME = harness.PEER_NAME
 N_NAMESPACES = 100
 SHARED_NS = "shared"
 SHARED_TABLE = "t_shared"
 WORKER_TIMEOUT_S = 1800.0
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --- names and values -------------------------------------------------------------
@@ -124,19 +111,6 @@ def generation_of(loc: str) -> int:
     if m is None:
         raise RuntimeError(f"unexpected metadata location {loc!r}")
     return int(m.group(1))
-
-
-# --- statistics -------------------------------------------------------------------
-
-
-def percentile(data: Sequence[float], q: float) -> float:
-    s = sorted(data)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 # --- results ----------------------------------------------------------------------
@@ -298,27 +272,12 @@ def olympia_setup(uri: str, workers: int) -> None:
 # --- peer side: PyIceberg SqlCatalog on SQLite ---------------------------------------
 
 
-def peer_available() -> str:
-    """Empty if the peer can run, else why not."""
-    try:
-        import pyiceberg.catalog.sql  # noqa: F401
-    except ImportError as exc:
-        return f"PyIceberg SqlCatalog not importable ({exc}); pip install 'pyiceberg[sql-sqlite]'"
-    return ""
-
-
 class Peer:
     """A SqlCatalog on a SQLite file, and the commit operations we compare."""
 
     def __init__(self, folder: str) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        self.db_path = os.path.join(folder, "peer.db")
-        warehouse = os.path.join(folder, "wh")
-        os.makedirs(warehouse, exist_ok=True)
-        self.catalog = SqlCatalog(
-            PEER_NAME, uri=f"sqlite:///{self.db_path}", warehouse=f"file://{warehouse}"
-        )
+        self.db_path, warehouse = harness.peer_paths(folder)
+        self.catalog = harness.sql_catalog(self.db_path, warehouse)
 
     def close(self) -> None:
         self.catalog.engine.dispose()
@@ -387,19 +346,19 @@ def peer_setup(folder: str, workers: int) -> None:
         ns = worker_namespace(w)
         cat.create_namespace(ns, {"seq": "-1"})
     cat.create_namespace(SHARED_NS, {"counter": "0"})
-    rows = [
-        (PEER_NAME, worker_namespace(w), worker_table(w), location(worker_namespace(w), "t", 0))
+    rows: list[harness.TableRow] = [
+        (
+            PEER_NAME,
+            worker_namespace(w),
+            worker_table(w),
+            location(worker_namespace(w), "t", 0),
+            None,
+        )
         for w in range(workers)
     ]
-    rows.append((PEER_NAME, SHARED_NS, SHARED_TABLE, location(SHARED_NS, SHARED_TABLE, 0)))
+    rows.append((PEER_NAME, SHARED_NS, SHARED_TABLE, location(SHARED_NS, SHARED_TABLE, 0), None))
     peer.close()
-    with contextlib.closing(sqlite3.connect(peer.db_path)) as con, con:
-        con.executemany(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,"
-            " metadata_location, previous_metadata_location, iceberg_type)"
-            " VALUES (?, ?, ?, ?, NULL, 'TABLE')",
-            rows,
-        )
+    harness.bulk_insert(peer.db_path, [], rows)
 
 
 # --- the worker processes -----------------------------------------------------------
@@ -487,54 +446,9 @@ def run_job(job: Job, w: int, start: Callable[[], None], res: WorkerResult) -> N
             handle.close()
 
 
-def _spawned_main(
-    run: Callable[..., None], result_type: type, job: Any, w: int, barrier: Any, queue: Any
-) -> None:
-    res = result_type(worker=w)
-    try:
-        run(job, w, lambda: barrier.wait(timeout=600), res)
-    except BaseException:
-        res.error = traceback.format_exc()[-2000:]
-        with contextlib.suppress(Exception):
-            barrier.abort()
-    queue.put(asdict(res))
-
-
-def run_spawned(
-    run: Callable[..., None], result_type: type, job: Any, procs: int, timeout: float
-) -> list[Any]:
-    """Run ``run(job, w, start, result)`` in ``procs`` fresh (spawned) processes
-    that start together at a barrier; return their ``result_type`` results, by
-    worker. ``run`` and ``result_type`` must be importable (top-level) so that
-    the spawn start method can pickle them; ``result_type`` is a dataclass with
-    ``worker`` and ``error`` fields."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(procs)
-    queue = ctx.Queue()
-    children = [
-        ctx.Process(target=_spawned_main, args=(run, result_type, job, w, barrier, queue))
-        for w in range(procs)
-    ]
-    for c in children:
-        c.start()
-    results: list[Any] = []
-    try:
-        for _ in children:
-            results.append(result_type(**queue.get(timeout=timeout)))
-    finally:
-        for c in children:
-            c.join(timeout=60)
-            if c.is_alive():
-                c.kill()
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"a worker process crashed:\n{errors[0]}")
-    return sorted(results, key=lambda r: r.worker)
-
-
 def run_processes(job: Job, procs: int) -> list[WorkerResult]:
     """Run ``job`` in ``procs`` fresh processes that start committing together."""
-    return run_spawned(run_job, WorkerResult, job, procs, job.deadline_s + 660)
+    return harness.run_spawned(run_job, WorkerResult, job, procs, job.deadline_s + 660)
 
 
 def run_in_process(job: Job) -> WorkerResult:
@@ -671,12 +585,6 @@ def read_shared_start(system: str, where: str, kind: str) -> int:
         peer.close()
 
 
-def load_average() -> float:
-    with contextlib.suppress(OSError, AttributeError):
-        return os.getloadavg()[0]
-    return float("nan")
-
-
 def scenario(
     system: str,
     op: str,
@@ -698,10 +606,10 @@ def scenario(
     else:  # worker w wrote values 0..commits-1 (alter) or generations 1..commits (update)
         expect["last"] = {w: commits - 1 if op == "alter" else commits for w in range(procs)}
     job = Job(system, op, where, commits, deadline_s)
-    log(f"  {system:7s} {label}: {procs} x {commits} commits (repeat {repeat + 1})")
-    load0 = load_average()
+    harness.log(f"  {system:7s} {label}: {procs} x {commits} commits (repeat {repeat + 1})")
+    load0 = harness.load_average()
     workers = [run_in_process(job)] if procs == 1 else run_processes(job, procs)
-    run = Run(system, label, repeat, workers, (load0, load_average()))
+    run = Run(system, label, repeat, workers, (load0, harness.load_average()))
     for w in workers:
         if w.timed_out:
             run.problems.append(
@@ -716,7 +624,7 @@ def scenario(
     if run.failures:
         first = next(f for w in workers for f in w.failures)
         run.problems.append(f"{run.failures} failed commits (first: {first})")
-    log(
+    harness.log(
         f"    {run.commits} commits in {run.elapsed:.2f} s = {run.rate:.1f}/s; failures "
         f"{run.failures}; conflicts {dict(run.conflicts)}; lost races {run.lost_races}"
         + (f"; PROBLEMS: {run.problems}" if run.problems else "")
@@ -769,7 +677,7 @@ def peer_bulk_insert(folder: str, n: int) -> float:
         for j in range(n)
     ]
     t0 = time.perf_counter()
-    peer_sql.bulk_insert(str(peer.db_path), namespaces, rows)
+    harness.bulk_insert(str(peer.db_path), namespaces, rows)
     return time.perf_counter() - t0
 
 
@@ -815,12 +723,6 @@ def measure_latency(
     return out
 
 
-def in_child(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn(*args)`` in a fresh process (clean caches and heap)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-        return pool.submit(fn, *args).result()
-
-
 def latency_vs_size(
     tmp: str, sizes: Sequence[int], commits: int, seed: int, peer: bool
 ) -> list[SizeResult]:
@@ -830,17 +732,19 @@ def latency_vs_size(
         folder = os.path.join(tmp, f"size-{n}")
         os.makedirs(folder)
         uri = os.path.join(folder, "olympia")
-        log(f"  N={n}: olympia bulk create in one transaction")
-        made = in_child(olympia_bulk_create, uri, n)
+        harness.log(f"  N={n}: olympia bulk create in one transaction")
+        made = harness.in_child(olympia_bulk_create, uri, n)
         res.olympia_create_build_s, res.olympia_create_s = made["build_s"], made["total_s"]
         res.olympia_root_bytes, res.olympia_height = made["root_bytes"], made["height"]
-        log(f"    {res.olympia_create_s:.2f} s (building {res.olympia_create_build_s:.2f} s)")
+        harness.log(
+            f"    {res.olympia_create_s:.2f} s (building {res.olympia_create_build_s:.2f} s)"
+        )
         peer_folder = None
         if peer:
             peer_folder = os.path.join(folder, "peer")
             os.makedirs(peer_folder)
-            res.peer_insert_s = in_child(peer_bulk_insert, peer_folder, n)
-        got = in_child(measure_latency, uri, peer_folder, n, commits, seed)
+            res.peer_insert_s = harness.in_child(peer_bulk_insert, peer_folder, n)
+        got = harness.in_child(measure_latency, uri, peer_folder, n, commits, seed)
         res.olympia_table_s, res.olympia_ns_s = got["o_table"], got["o_ns"]
         res.peer_table_s, res.peer_ns_s = got["p_table"], got["p_ns"]
         for who, t, ns in (
@@ -848,7 +752,7 @@ def latency_vs_size(
             ("peer", res.peer_table_s, res.peer_ns_s),
         ):
             if t:
-                log(
+                harness.log(
                     f"    {who} median table {statistics.median(t) * 1e3:.2f} ms, "
                     f"namespace {statistics.median(ns) * 1e3:.2f} ms"
                 )
@@ -860,20 +764,8 @@ def latency_vs_size(
 # --- report -------------------------------------------------------------------------
 
 
-def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def fmt_rate(run: Run | None) -> str:
     return "n/a" if run is None else f"{run.rate:,.0f}"
-
-
-def fmt_ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or not b or b != b or a != a:
-        return "n/a"
-    return f"{a / b:.2f}"
 
 
 def ms(x: float) -> str:
@@ -912,11 +804,12 @@ def report(
                 f"{bo.commits}",
                 f"{fmt_rate(bo)} ({mo:,.0f})",
                 f"{fmt_rate(bp)} ({mp:,.0f})" if bp and mp else "n/a",
-                f"{fmt_ratio(bo.rate, bp.rate if bp else None)} ({fmt_ratio(mo, mp)})",
+                f"{harness.fmt_ratio(bo.rate, bp.rate if bp else None)} "
+                f"({harness.fmt_ratio(mo, mp)})",
             ]
         )
     parts.append(
-        md_table(
+        harness.md_table(
             ["scenario", "commits", "olympia commits/s", "peer commits/s", "olympia / peer"], rows
         )
     )
@@ -944,12 +837,12 @@ def report(
                     f"{run.lost_races}" if run.system == "olympia" else "-",
                     f"{run.max_attempts}" if run.system == "olympia" else "-",
                     ms(statistics.median(lat)) if lat else "-",
-                    ms(percentile(lat, 0.9)) if lat else "-",
+                    ms(harness.percentile(lat, 0.9)) if lat else "-",
                     "; ".join(run.checks + run.notes + [f"**{x}**" for x in run.problems]) or "-",
                 ]
             )
     parts.append(
-        md_table(
+        harness.md_table(
             [
                 "scenario",
                 "system",
@@ -987,14 +880,14 @@ def report(
                         what,
                         f"{len(ot)}",
                         ms(om),
-                        ms(percentile(ot, 0.9)),
+                        ms(harness.percentile(ot, 0.9)),
                         ms(pm) if pm is not None else "n/a",
-                        ms(percentile(pt, 0.9)) if pt else "n/a",
-                        fmt_ratio(om, pm),
+                        ms(harness.percentile(pt, 0.9)) if pt else "n/a",
+                        harness.fmt_ratio(om, pm),
                     ]
                 )
         parts.append(
-            md_table(
+            harness.md_table(
                 [
                     "tables",
                     "commit",
@@ -1024,7 +917,7 @@ def report(
             for r in sizes
         ]
         parts.append(
-            md_table(
+            harness.md_table(
                 [
                     "tables",
                     "olympia one-transaction create s",
@@ -1039,73 +932,10 @@ def report(
     return "\n".join(parts) + "\n"
 
 
-def mount_of(path: str) -> str:
-    """File system type and mount point holding ``path`` (Linux), for the report."""
-    best = ("", "?", "?")
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                dev, mnt, fstype = line.split()[:3]
-                if os.path.realpath(path).startswith(mnt) and len(mnt) >= len(best[1]):
-                    best = (dev, mnt, fstype)
-    except OSError:
-        return "unknown"
-    return f"{best[2]} at {best[1]}"
-
-
-def machine_info(tmp: str) -> list[tuple[str, str]]:
-    def version(mod: str) -> str:
-        try:
-            from importlib.metadata import version as v
-
-            return v(mod)
-        except Exception:
-            return "not installed"
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    return [
-        ("nproc", str(cpus)),
-        ("cpu", model or platform.processor() or "?"),
-        ("python", f"{platform.python_implementation()} {platform.python_version()}"),
-        ("os", platform.platform()),
-        ("catalog folders", f"under {tmp} ({mount_of(tmp)})"),
-        ("olympia", olympia.__version__),
-        ("pyiceberg", version("pyiceberg")),
-        ("sqlalchemy", version("sqlalchemy")),
-        ("sqlite", sqlite3.sqlite_version),
-        ("pyarrow", version("pyarrow")),
-    ]
-
-
-def command_line(argv: Sequence[str]) -> str:
-    return "python -m benchmarks.bench_txn" + ("" if not argv else " " + shlex.join(argv))
-
-
 # --- main ---------------------------------------------------------------------------
 
 
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of sizes: {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive: {text!r}")
-    return sizes
-
-
 PARTS = ("single", "disjoint", "contended", "latency")
-
-
-def parse_only(text: str) -> tuple[str, ...]:
-    parts = tuple(x.strip() for x in text.split(",") if x.strip())
-    unknown = sorted(set(parts) - set(PARTS))
-    if not parts or unknown:
-        raise argparse.ArgumentTypeError(f"unknown part(s) {unknown}; choose from {PARTS}")
-    return parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1119,7 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         "--contended", type=int, help="successful commits per process, one object (default 25)"
     )
     parser.add_argument(
-        "--sizes", type=parse_sizes, help="catalog sizes (default 1000,10000,100000)"
+        "--sizes", type=harness.parse_sizes, help="catalog sizes (default 1000,10000,100000)"
     )
     parser.add_argument("--latency-commits", type=int, help="commits per size (default 100)")
     parser.add_argument(
@@ -1131,21 +961,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, help="runs of each commits/s scenario (default 3, 1 with --quick)"
     )
-    parser.add_argument(
-        "--only",
-        type=parse_only,
-        default=PARTS,
-        help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all)",
-    )
-    parser.add_argument("--seed", type=int, default=20240601)
-    parser.add_argument("--tmp", help="folder for the temporary catalogs (default: system temp)")
-    parser.add_argument("--no-peer", action="store_true", help="skip the SqlCatalog peer")
-    parser.add_argument(
-        "--out",
-        help="Markdown results file (default benchmarks/results/"
-        "txn-<date>.md, txn-<date>-quick.md with --quick)",
-    )
-    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    harness.add_common_options(parser, "txn-<date>[-quick].md", parts=PARTS, seed=20240601)
     args = parser.parse_args(argv)
 
     quick = args.quick
@@ -1157,10 +973,10 @@ def main(argv: list[str] | None = None) -> int:
     procs = args.procs
     repeats = args.repeats or (1 if quick else 3)
 
-    skip = "disabled with --no-peer" if args.no_peer else peer_available()
+    skip = "disabled with --no-peer" if args.no_peer else harness.peer_available()
     peer = not skip
     if skip:
-        log(f"peer skipped: {skip}")
+        harness.log(f"peer skipped: {skip}")
 
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-txn-", dir=args.tmp)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -1177,7 +993,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, (part, label, op, nprocs, commits) in enumerate(plan):
             if part not in args.only:
                 continue
-            log(f"{label}")
+            harness.log(f"{label}")
             runs: dict[str, list[Run]] = {"olympia": [], "peer": []}
             for r in range(repeats):
                 systems = ["olympia", "peer"] if peer else ["olympia"]
@@ -1195,12 +1011,12 @@ def main(argv: list[str] | None = None) -> int:
             pairs.append((label, runs["olympia"], runs["peer"]))
         size_results: list[SizeResult] = []
         if "latency" in args.only:
-            log("commit latency against catalog size")
+            harness.log("commit latency against catalog size")
             size_results = latency_vs_size(base_tmp, sizes, latency_commits, args.seed, peer)
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
-    machine = machine_info(os.path.dirname(base_tmp))
+    machine = harness.machine_info(os.path.dirname(base_tmp))
 
     tables = report(pairs, size_results, peer)
     print(tables)
@@ -1229,20 +1045,15 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_save:
         today = started.date().isoformat()
-        out = (
-            Path(args.out)
-            if args.out
-            else HERE / "results" / (f"txn-{today}{'-quick' if quick else ''}.md")
-        )
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out = harness.results_path(args.out, f"txn-{today}{'-quick' if quick else ''}.md")
         lines = [
             f"# Transaction benchmark, {today}",
             "",
-            f"Command (from the project root): `{command_line(argv)}`",
+            f"Command (from the project root): `{harness.command_line('bench_txn', argv)}`",
             "",
             f"Started {started:%Y-%m-%d %H:%M} UTC, took {(finished - started).total_seconds():.0f} s.",
             "",
-            md_table(["machine", ""], [[k, v] for k, v in machine]),
+            harness.md_table(["machine", ""], [[k, v] for k, v in machine]),
             "",
             "What is measured (see the docstring of benchmarks/bench_txn.py):",
             "",
@@ -1275,16 +1086,15 @@ def main(argv: list[str] | None = None) -> int:
         if problems or fatal:
             lines += ["## Problems", ""] + [f"* {x}" for x in dict.fromkeys(problems + fatal)]
             lines.append("")
-        out.write_text("\n".join(lines))
-        log(f"wrote {out}")
+        harness.write_results(out, "\n".join(lines))
 
     for x in problems:
-        log(f"problem: {x}")
+        harness.log(f"problem: {x}")
     if fatal:
         for x in fatal:
-            log(f"FAILED: {x}")
+            harness.log(f"FAILED: {x}")
         return 1
-    log("no commit failed on disjoint objects; no update lost on olympia")
+    harness.log("no commit failed on disjoint objects; no update lost on olympia")
     return 0
 
 

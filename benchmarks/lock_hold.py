@@ -22,7 +22,6 @@ hold and the whole commit in ms.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import statistics
 import tempfile
@@ -30,6 +29,11 @@ import time
 from typing import Any
 
 import olympia
+
+try:
+    from benchmarks import harness
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    import harness  # type: ignore[no-redef]
 
 TABLES = 1000
 
@@ -82,15 +86,7 @@ def run(procs: int, seconds: float) -> list[tuple[int, float, float, float]]:
         txn.create_namespace("ns")
         for i in range(TABLES):
             txn.create_table("ns", f"t{i}", metadata_location="s3://b/start.json")
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(path, i, seconds, out)) for i in range(procs)]
-    for w in workers:
-        w.start()
-    results = [out.get() for _ in workers]
-    for w in workers:
-        w.join()
-    return results
+    return harness.run_queued(_worker, [(path, i, seconds) for i in range(procs)])
 
 
 def main() -> None:

@@ -4,7 +4,6 @@ rollback, export and expiration."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +13,6 @@ from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
     CorruptCatalogError,
-    ReadOnlyError,
     VersionNotFoundError,
 )
 from olympia.layout import MAX_VERSION
@@ -22,79 +20,17 @@ from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
 from olympia.node import EMPTY_LEAF
 from olympia.objects import ObjectChange, TransactionInfo, parse
 from olympia.proto import objects_pb2 as pb
-from olympia.reader import CatalogReader
+from olympia.reader import CatalogVersion
 from olympia.storage import Storage, open_storage
-from olympia.store import CatalogStore, Root
+from olympia.store import CatalogStore
 from olympia.transaction import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RECOVER_AFTER_SECONDS,
     Transaction,
     check_isolation,
     drop_transaction_objects,
-    key_codec,
     resume,
 )
-
-
-class CatalogVersion(CatalogReader):
-    """A read-only view of one committed version of a catalog.
-
-    Offers the read methods of a transaction (``describe_table``,
-    ``list_tables``, ...); writes raise ReadOnlyError.
-    """
-
-    def __init__(self, store: CatalogStore, root: Root) -> None:
-        self._store = store
-        self._root = root
-        self._keys = key_codec(root.definition)
-
-    @property
-    def keys(self) -> Any:
-        return self._keys
-
-    @property
-    def version(self) -> int:
-        return self._root.version
-
-    @property
-    def root(self) -> Root:
-        return self._root
-
-    @property
-    def definition(self) -> pb.CatalogDefinition:
-        return self._root.definition
-
-    def _get(self, key: str) -> bytes | None:
-        return self.get(key)
-
-    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        return self._scan_raw(prefix)
-
-    def get(self, key: str) -> bytes | None:
-        """The raw value stored under an object key, or None."""
-        validate.require_text("key", key)
-        with self._store.reading(self.version):
-            value = tree.get(self._root.node, key, self._store.load_node)
-            return None if value is None else self._store.read_value(value)
-
-    def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
-        validate.require_text("prefix", prefix)
-        return self._scan_raw(prefix)
-
-    def _scan_raw(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        with self._store.reading(self.version):
-            for key, value in tree.scan(
-                self._root.node, prefix, self._store.load_node, prefetch=self._store.prefetch_nodes
-            ):
-                yield key, self._store.read_value(value)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith(("create_", "drop_", "alter_", "update_", "rename_", "replace_")):
-            raise ReadOnlyError(
-                f"version {self.version} is a read-only view; use Catalog.begin() to write"
-            )
-        raise AttributeError(name)
 
 
 class Catalog:

@@ -656,7 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
         "3 a damaged catalog or a storage failure",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--olympia-version", action="version", version=olympia.__version__)
+    parser.add_argument(
+        "--version", "--olympia-version", action="version", version=olympia.__version__
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -803,7 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_serve,
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8181, help="port (default 8181)")
+    p.add_argument("--port", type=_port, default=8181, help="port (default 8181)")
     p.add_argument(
         "--token-file",
         metavar="FILE",
@@ -863,12 +865,29 @@ def _fail(out: Out | None, code: int, message: str) -> NoReturn:
     raise SystemExit(code)
 
 
+def _port(text: str) -> int:
+    """A TCP port number, for argparse (a usage error otherwise)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
+    return port
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     out = Out(bool(getattr(args, "json", False)))
     try:
         return int(args.fn(args, out))
+    except BrokenPipeError:
+        # The reader went away (`olympia log | head`): not an error of ours.
+        # Point stdout at nothing so that flushing it at exit is quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except CliError as exc:
         _fail(out, EXIT_USAGE, str(exc))
     except (InvalidArgumentError, NoSuchObjectError, ObjectAlreadyExistsError) as exc:

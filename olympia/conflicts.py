@@ -1,4 +1,7 @@
-"""Conflict rules (spec/transactions.md §4). Pure functions over footprints.
+"""Conflict rules (spec/transactions.md §4). Pure functions over footprints,
+the rules as the named checks of :class:`ConflictChecker`, and
+:func:`footprint_of`, which reads a committed version's footprint through the
+store it is given.
 
 A footprint summarises what one transaction read and wrote. The SNAPSHOT
 rules compare write footprints; the SERIALIZABLE check searches the
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from olympia.errors import CommitConflictError, CorruptCatalogError, VersionNotFoundError
 from olympia.proto import actions_pb2 as apb
+from olympia.store import CatalogStore
 
 A = apb.ActionType
 
@@ -182,22 +186,7 @@ def check_snapshot(
     Raises:
         CommitConflictError: rule ``catalog-rollback`` or ``write-write``.
     """
-    for c in committed:
-        if c.rollback:
-            raise _conflict(
-                f"version {c.version} rolled the catalog back",
-                c.version,
-                "catalog-rollback",
-                isolation,
-            )
-        key = write_overlap(pending, c)
-        if key is not None:
-            raise _conflict(
-                f"version {c.version} changed {describe(key)}, which this transaction also changes",
-                c.version,
-                "write-write",
-                isolation,
-            )
+    ConflictChecker().check_window(pending, committed, isolation, describe)
 
 
 def check_serializable(
@@ -259,6 +248,75 @@ def check_serializable(
     return sorted(v for v in reached if v > pending.begin)
 
 
+class ConflictChecker:
+    """The conflict rules of spec/transactions.md §4 as named checks, which a
+    commit (olympia.commit) runs on the versions committed since its last
+    attempt. The replay that finds rule ``structural`` (§3) is the commit's
+    own. A commit takes its checker as an argument: a test that needs a
+    deliberately broken rebase gives it one whose checks pass everything."""
+
+    #: Whether a transaction checked by this checker may leave a group-commit
+    #: request (§3.2): the holder checks only the versions above the
+    #: request's base and relies on these checks for the ones below it.
+    group_commit = True
+
+    def check_window(
+        self,
+        pending: Footprint,
+        committed: Sequence[Footprint],
+        isolation: str,
+        describe: Callable[[str], str] = _plain,
+    ) -> None:
+        """The rules of §4.1 for both levels, version by version, oldest first.
+
+        Raises:
+            CommitConflictError: rule ``catalog-rollback`` or ``write-write``.
+        """
+        for c in committed:
+            self.catalog_rollback(c, isolation)
+            self.write_write(pending, c, isolation, describe)
+
+    def catalog_rollback(self, committed: Footprint, isolation: str) -> None:
+        """A catalog rollback in the window refuses the commit, whatever it did (§4.1)."""
+        if committed.rollback:
+            raise _conflict(
+                f"version {committed.version} rolled the catalog back",
+                committed.version,
+                "catalog-rollback",
+                isolation,
+            )
+
+    def write_write(
+        self,
+        pending: Footprint,
+        committed: Footprint,
+        isolation: str,
+        describe: Callable[[str], str] = _plain,
+    ) -> None:
+        """First committer wins: ``pending`` may not write a key ``committed``
+        wrote, unless both only altered disjoint properties of a namespace (§4.1)."""
+        key = write_overlap(pending, committed)
+        if key is not None:
+            raise _conflict(
+                f"version {committed.version} changed {describe(key)}, which this "
+                f"transaction also changes",
+                committed.version,
+                "write-write",
+                isolation,
+            )
+
+    def serializable_cycle(
+        self, pending: Footprint, latest: int, footprint_of: Callable[[int], Footprint]
+    ) -> list[int]:
+        """SERIALIZABLE: the dependency graph of §4.2 (:func:`check_serializable`);
+        the versions ``pending`` is serialized before.
+
+        Raises:
+            CommitConflictError: rule ``serializable-cycle`` or ``history-expired``.
+        """
+        return check_serializable(pending, latest, footprint_of)
+
+
 def footprint_from_root(
     version: int, begin: int | None, actions: Iterable[tuple[str, bytes]]
 ) -> Footprint:
@@ -274,4 +332,16 @@ def footprint_from_root(
                 f"action of version {version} on {key.rstrip()!r} is damaged"
             ) from None
         fp.add(action)
+    return fp
+
+
+def footprint_of(store: CatalogStore, version: int) -> Footprint:
+    """The footprint of committed ``version`` (cached: versions never change)."""
+    cache_key = f"footprint:{version}"
+    cached = store.derived.get(cache_key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    root = store.load_root(version)
+    fp = footprint_from_root(version, root.info.begin_version, store.load_actions(root))
+    store.derived.put(cache_key, fp)
     return fp

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from olympia.errors import InvalidArgumentError, InvalidDefinitionError
+from olympia.keys import KeyCodec
 from olympia.proto.objects_pb2 import CatalogDefinition
 from olympia.validate import require_text_mapping, show
 
@@ -109,3 +110,13 @@ def stored_definition_problem(definition: CatalogDefinition) -> str | None:
         if getattr(definition, name) not in choices:
             return f"has {name} = {getattr(definition, name)!r}, not one of {choices}"
     return None
+
+
+def key_codec(definition: CatalogDefinition) -> KeyCodec:
+    """The object keys of a catalog with ``definition`` (spec/format.md §5)."""
+    return KeyCodec(
+        namespace_max=int(definition.namespace_name_max_size),
+        table_max=int(definition.table_name_max_size),
+        view_max=int(definition.view_name_max_size),
+        compact=int(definition.format_version) >= 2,
+    )

@@ -10,7 +10,7 @@ holds each one or that its owner must publish it itself.
 
 Requests and outcomes are files of one host, private to its writers, and not
 part of the catalog. This module only encodes, claims and answers requests;
-deciding what may be published is the transaction layer's (olympia.transaction).
+deciding what may be published is the commit's (olympia.commit).
 """
 
 from __future__ import annotations

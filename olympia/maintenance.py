@@ -13,7 +13,7 @@ from typing import Any
 
 from olympia import layout, tree
 from olympia.codec import decode_node
-from olympia.definition import commit_time_limit_millis
+from olympia.definition import commit_time_limit_millis, key_codec
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
@@ -39,7 +39,6 @@ from olympia.store import (
     check_action_file,
     parse_root_definition,
 )
-from olympia.transaction import key_codec
 
 A = apb.ActionType
 EXPORT_DIR = "exports"

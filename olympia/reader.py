@@ -1,12 +1,17 @@
-"""The read half of the catalog API, shared by transactions and read-only views."""
+"""The read half of the catalog API, shared by transactions and read-only
+views, and the read-only view of one committed version."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+from olympia import tree, validate
+from olympia.definition import key_codec
 from olympia.errors import (
     CorruptCatalogError,
     NamespaceNotFoundError,
+    ReadOnlyError,
     TableNotFoundError,
     ViewNotFoundError,
 )
@@ -14,6 +19,7 @@ from olympia.keys import KeyCodec
 from olympia.objects import NamespaceInfo, TableInfo, ViewInfo, parse
 from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
+from olympia.store import CatalogStore, Root
 from olympia.validate import require_namespace, require_table_name, require_view_name
 
 A = apb.ActionType
@@ -146,3 +152,64 @@ class CatalogReader:
         prefix = self._keys.views_prefix(namespace)
         self._record(A.VIEWS_LIST, prefix, True)
         return [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+
+
+class CatalogVersion(CatalogReader):
+    """A read-only view of one committed version of a catalog.
+
+    Offers the read methods of a transaction (``describe_table``,
+    ``list_tables``, ...); writes raise ReadOnlyError.
+    """
+
+    def __init__(self, store: CatalogStore, root: Root) -> None:
+        self._store = store
+        self._root = root
+        self._keys = key_codec(root.definition)
+
+    @property
+    def keys(self) -> Any:
+        return self._keys
+
+    @property
+    def version(self) -> int:
+        return self._root.version
+
+    @property
+    def root(self) -> Root:
+        return self._root
+
+    @property
+    def definition(self) -> pb.CatalogDefinition:
+        return self._root.definition
+
+    def _get(self, key: str) -> bytes | None:
+        return self.get(key)
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        return self._scan_raw(prefix)
+
+    def get(self, key: str) -> bytes | None:
+        """The raw value stored under an object key, or None."""
+        validate.require_text("key", key)
+        with self._store.reading(self.version):
+            value = tree.get(self._root.node, key, self._store.load_node)
+            return None if value is None else self._store.read_value(value)
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """Raw ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
+        validate.require_text("prefix", prefix)
+        return self._scan_raw(prefix)
+
+    def _scan_raw(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        with self._store.reading(self.version):
+            for key, value in tree.scan(
+                self._root.node, prefix, self._store.load_node, prefetch=self._store.prefetch_nodes
+            ):
+                yield key, self._store.read_value(value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(("create_", "drop_", "alter_", "update_", "rename_", "replace_")):
+            raise ReadOnlyError(
+                f"version {self.version} is a read-only view; use Catalog.begin() to write"
+            )
+        raise AttributeError(name)

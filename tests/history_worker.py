@@ -50,6 +50,7 @@ from olympia import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from olympia.conflicts import ConflictChecker
 
 NAMESPACES = ("bank_a", "bank_b")
 SCRATCH = "scratch"
@@ -280,10 +281,34 @@ OPERATIONS = {
 }
 
 
+class SkipChecks(ConflictChecker):
+    """A deliberately broken rebase: every conflict rule of
+    spec/transactions.md §4.1 and §4.2 passes (the replay still finds
+    ``structural``), and its transactions leave no group-commit requests,
+    since it vouches for no base. Given to the commits of the workers of
+    test_history.py's negative control, whose checker must find anomalies."""
+
+    group_commit = False
+
+    def check_window(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def serializable_cycle(self, *args: Any, **kwargs: Any) -> list[int]:
+        return []
+
+
 def run_transactions(
-    uri: str, proc: int, n_txns: int, seed: int, isolation: str, pause: float
+    uri: str,
+    proc: int,
+    n_txns: int,
+    seed: int,
+    isolation: str,
+    pause: float,
+    checker: ConflictChecker | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``n_txns`` random transactions; return one record per transaction."""
+    """Run ``n_txns`` random transactions, their commits checked by
+    ``checker`` (the rules of spec §4 when None); return one record per
+    transaction."""
     rng = random.Random(seed * 1000 + proc)
     cat = olympia.load_catalog(uri)
     records = []
@@ -291,6 +316,8 @@ def run_transactions(
         label = f"p{proc}-{seq}"
         kind = rng.choices(KINDS, WEIGHTS)[0]
         txn = cat.begin(isolation)
+        if checker is not None:
+            txn.conflict_checker = checker
         rec: dict[str, Any] = {
             "label": label,
             "txn_id": txn.id,
@@ -330,13 +357,10 @@ def worker_main(
     out_path: str,
 ) -> None:
     """Process entry point: wait for the others, run, write the records as JSON."""
-    if unsafe:
-        # Deliberately broken rebase, only in this spawned process (test_history.py).
-        import olympia.transaction
-
-        olympia.transaction._UNSAFE_SKIP_CONFLICT_CHECKS = True
     barrier.wait(timeout=120)
-    records = run_transactions(uri, proc, n_txns, seed, isolation, pause)
+    # A deliberately broken rebase, injected into this process's commits only.
+    checker = SkipChecks() if unsafe else None
+    records = run_transactions(uri, proc, n_txns, seed, isolation, pause, checker)
     Path(out_path).write_text(json.dumps(records))
 
 

@@ -4,12 +4,17 @@ transactions."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import requests
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.table import Transaction
 
@@ -68,3 +73,36 @@ def change_of(tx: Transaction) -> dict[str, Any]:
         "requirements": [r.model_dump(mode="json") for r in tx._requirements],
         "updates": [u.model_dump(mode="json") for u in tx._updates],
     }
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def olympia_serve(folder: Path, warehouse: str, *options: str) -> Iterator[str]:
+    """``olympia serve`` (the production entry point, in its own process) on
+    a free port over ``warehouse``, with ``options``; yields its URI once it
+    answers. Its output goes to ``folder/server.log``."""
+    port = free_port()
+    command = [sys.executable, "-m", "olympia.cli", "serve", "-w", warehouse]
+    command += ["--port", str(port), *options]
+    log = (folder / "server.log").open("w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                requests.get(f"{uri}/v1/config", timeout=1)
+                break
+            except requests.ConnectionError:
+                assert process.poll() is None, (folder / "server.log").read_text()
+                time.sleep(0.05)
+        yield uri
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()

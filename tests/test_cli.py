@@ -319,3 +319,40 @@ def test_expire_refuses_a_grace_period_shorter_than_twice_the_commit_time_limit(
         "expire", "--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace", warehouse=uri
     )
     assert data["oldest_version"] == 2
+
+
+# --- CLI habits (issue 22, item 7: part) --------------------------------------
+
+
+def test_version_flag() -> None:
+    for flag in ("--version", "--olympia-version"):
+        res = run(flag)
+        assert res.returncode == 0 and res.stdout.strip() == olympia.__version__
+
+
+def test_a_bad_port_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    for port in ("99999", "-1", "http"):
+        res = run("serve", "-w", f"file://{tmp_path}/w", "--port", port)
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr
+        assert "port" in res.stderr
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/w"
+    cat = olympia.create_catalog(uri)
+    for i in range(300):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i:04d}", {"about": "x" * 200})
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
+    reader = subprocess.Popen(
+        [*command, "log", "-w", uri, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.read(10)  # like `| head -c 10`: read a little, then go away
+    reader.stdout.close()
+    error = reader.stderr.read().decode()
+    assert reader.wait(timeout=120) == 0, error
+    assert "Traceback" not in error and "BrokenPipe" not in error

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 import olympia
+from olympia.conflicts import ConflictChecker, Footprint
 from olympia.errors import CommitConflictError
 from olympia.transaction import Transaction
 
@@ -428,3 +430,72 @@ def test_precondition_reads_survive_resume_of_a_distributed_transaction(tmp_path
     assert (info.value.rule, info.value.version) == ("serializable-cycle", committed_version)
     assert cat.latest().list_tables("empty") == []
     assert cat.list_transactions() == []
+
+
+class _Counting(ConflictChecker):
+    """The rules of spec §4, counting the versions each named check saw."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def catalog_rollback(self, committed: Footprint, isolation: str) -> None:
+        self.calls.append(("catalog-rollback", committed.version))
+        super().catalog_rollback(committed, isolation)
+
+    def write_write(self, pending: Footprint, committed: Footprint, *args: Any) -> None:
+        self.calls.append(("write-write", committed.version))
+        super().write_write(pending, committed, *args)
+
+    def serializable_cycle(self, pending: Footprint, latest: int, *args: Any) -> list[int]:
+        self.calls.append(("serializable-cycle", latest))
+        return super().serializable_cycle(pending, latest, *args)
+
+
+class _PassEverything(ConflictChecker):
+    """A deliberately broken rebase, as tests/history_worker.py injects it."""
+
+    group_commit = False
+
+    def check_window(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def serializable_cycle(self, *args: Any, **kwargs: Any) -> list[int]:
+        return []
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_a_commit_runs_the_named_checks_of_its_checker(tmp_path, isolation: str) -> None:
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        setup_catalog(t)
+    pending = cat.begin(isolation)
+    pending.describe_table("a", "y")
+    upd("a", "x", "m/x2")(pending)
+    with cat.transaction() as t:
+        upd("a", "y", "m/y1")(t)
+    checker = _Counting()
+    pending.conflict_checker = checker
+    version = pending.commit()
+    expected = [("catalog-rollback", version - 1), ("write-write", version - 1)]
+    if isolation == "serializable":  # it read what the concurrent version wrote
+        expected.append(("serializable-cycle", version - 1))
+    assert checker.calls == expected
+
+
+def test_a_checker_that_passes_everything_lets_a_lost_update_through(tmp_path) -> None:
+    """The negative control of tests/test_history.py, in miniature: the checker
+    is injected into one transaction, the rules stay in force for others."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        setup_catalog(t)
+    broken, sound = cat.begin(), cat.begin()
+    upd("a", "x", "m/x-broken")(broken)
+    upd("a", "x", "m/x-sound")(sound)
+    with cat.transaction() as t:
+        upd("a", "x", "m/x1")(t)
+    broken.conflict_checker = _PassEverything()
+    broken.commit()  # overwrites m/x1 without having seen it
+    assert cat.latest().describe_table("a", "x").metadata_location == "m/x-broken"
+    with pytest.raises(CommitConflictError) as info:
+        sound.commit()
+    assert info.value.rule == "write-write"

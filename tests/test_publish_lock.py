@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import olympia
-from olympia import transaction as txn_module
+from olympia import commit as commit_module
 from olympia.conflicts import Footprint
 from olympia.storage.hostlock import FileHostLock, HostLock
 from olympia.storage.local import PUBLISH_LOCK, LocalStorage
@@ -196,13 +196,13 @@ def test_storage_without_a_host_lock_holds_nothing() -> None:
 
 def _count_footprints(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     loads: Counter[int] = Counter()
-    original = txn_module.footprint_of
+    original = commit_module.footprint_of
 
     def counted(store: Any, version: int) -> Footprint:
         loads[version] += 1
         return original(store, version)
 
-    monkeypatch.setattr(txn_module, "footprint_of", counted)
+    monkeypatch.setattr(commit_module, "footprint_of", counted)
     return loads
 
 

@@ -18,15 +18,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-import requests
+from rest_helpers import olympia_serve
 
 ROOT = Path(__file__).resolve().parent.parent
 KIT = ROOT.parent / "shared" / "rck" / "run.sh"
@@ -46,41 +44,19 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_iceberg_rest_compatibility_kit(tmp_path: Path) -> None:
-    port = _free_port()
     temp = Path(tempfile.gettempdir()).resolve()
-    command = [sys.executable, "-m", "olympia.cli", "serve", "-w", f"file://{tmp_path}/catalog"]
-    command += ["--port", str(port), "--allowed-location", f"file://{temp}"]
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    uri = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(600):
-            try:
-                requests.get(f"{uri}v1/config", timeout=1)
-                break
-            except requests.ConnectionError:
-                assert server.poll() is None, (tmp_path / "server.log").read_text()
-                time.sleep(0.05)
+    warehouse = f"file://{tmp_path}/catalog"
+    with olympia_serve(tmp_path, warehouse, "--allowed-location", f"file://{temp}") as uri:
         env = {**os.environ, "PYTHON": sys.executable, "RCK_BUILD": str(ROOT / ".cache" / "rck")}
         kit = subprocess.run(
-            ["bash", str(KIT), uri],
+            ["bash", str(KIT), f"{uri}/"],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             timeout=1200,
         )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
     found = re.search(r"^RCK (\d+) (\d+) (\d+) (\d+)", kit.stdout, re.M)
     assert found, f"the kit printed no result line:\n{kit.stdout[-4000:]}\n{kit.stderr[-2000:]}"
     successful, failed, aborted, total = map(int, found.groups())

@@ -27,10 +27,8 @@ the answers the specification documents for such requests.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +40,7 @@ import requests
 import yaml
 from pyiceberg.catalog import load_catalog
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
-from rest_helpers import PREFIX
+from rest_helpers import PREFIX, olympia_serve
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT.parent / "shared" / "iceberg-rest" / "rest-catalog-open-api.yaml"
@@ -70,38 +68,15 @@ class Server:
     warehouse: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _olympia_serve(folder: Path) -> Iterator[Server]:
-    """``olympia serve`` (the production entry point, in its own process)
-    with a token file, over a fresh warehouse in ``folder``."""
+    """``olympia serve`` with a token file, over a fresh warehouse in ``folder``."""
     token_file = folder / "token"
     token_file.write_text(TOKEN + "\n")
     warehouse = f"file://{folder}/warehouse"
-    port = _free_port()
-    command = [sys.executable, "-m", "olympia.cli", "serve", "-w", warehouse]
-    command += ["--port", str(port), "--token-file", str(token_file), "--prefix", PREFIX]
-    log = (folder / "server.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                requests.get(f"{uri}/v1/config", timeout=1)
-                break
-            except requests.ConnectionError:
-                assert process.poll() is None, (folder / "server.log").read_text()
-                time.sleep(0.05)
+    options = ("--token-file", str(token_file), "--prefix", PREFIX)
+    with olympia_serve(folder, warehouse, *options) as uri:
         yield Server(uri, warehouse)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
 
 
 @pytest.fixture(scope="module")

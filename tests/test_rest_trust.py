@@ -355,20 +355,10 @@ def test_unknown_transaction_ids_leave_nothing_behind(served: Served):
 
 
 def served_sessions(served: Served) -> Any:
-    app = served.server._server.config.app
-    found = [r for r in app.routes if getattr(r, "path", "") == "/txn"]
-    assert found
-    closure = found[0].endpoint.__closure__ or ()
-    for cell in closure:
-        value = cell.cell_contents
-        if hasattr(value, "held_state"):
-            return value
-    for cell in closure:  # through the error wrapper
-        inner = getattr(cell.cell_contents, "__closure__", None) or ()
-        for c in inner:
-            if hasattr(c.cell_contents, "held_state"):
-                return c.cell_contents
-    raise AssertionError("no sessions object")
+    """The server's open transactions (olympia.rest.routes.dependencies.Served)."""
+    sessions = served.server._server.config.app.state.olympia.sessions
+    assert hasattr(sessions, "held_state")
+    return sessions
 
 
 def test_idle_transactions_are_rolled_back_and_open_ones_are_capped(tmp_path: Path):

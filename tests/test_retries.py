@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import olympia
-from olympia import transaction as txn_module
+from olympia import commit as commit_module
 from olympia.conflicts import Footprint
 from olympia.errors import CommitConflictError
 
@@ -54,13 +54,13 @@ def _lose_races(
 
 def _count_footprints(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     loads: Counter[int] = Counter()
-    original = txn_module.footprint_of
+    original = commit_module.footprint_of
 
     def counted(store: Any, version: int) -> Footprint:
         loads[version] += 1
         return original(store, version)
 
-    monkeypatch.setattr(txn_module, "footprint_of", counted)
+    monkeypatch.setattr(commit_module, "footprint_of", counted)
     return loads
 
 
@@ -117,7 +117,7 @@ def test_a_rebase_replays_only_when_a_new_version_wrote_what_the_writes_depend_o
                 t.update_table("ns", "theirs", metadata_location=f"s3://data/theirs/v{i}.json")
 
     replays: list[int] = []
-    original = txn_module.Transaction._replay
+    original = commit_module.Commit._replay
 
     def replay(self: Any, target: Any) -> Any:
         replays.append(target.version)
@@ -127,7 +127,7 @@ def test_a_rebase_replays_only_when_a_new_version_wrote_what_the_writes_depend_o
     begin = txn.begin_version
     txn.update_table("ns", "mine", metadata_location="s3://data/mine/v1.json")
     txn.alter_namespace("ns", set={"size": "big"})
-    monkeypatch.setattr(txn_module.Transaction, "_replay", replay)
+    monkeypatch.setattr(commit_module.Commit, "_replay", replay)
     _lose_races(monkeypatch, cat, RACES, rival)
     version = txn.commit()
     assert version == begin + RACES + 1
@@ -150,7 +150,7 @@ def test_a_loser_retries_at_once_and_gives_up_only_after_max_attempts(
             t.update_table("ns", "theirs", metadata_location=f"s3://data/theirs/v{i}.json")
 
     sleeps: list[float] = []
-    monkeypatch.setattr(txn_module.time, "sleep", sleeps.append)
+    monkeypatch.setattr(commit_module.time, "sleep", sleeps.append)
     txn = cat.begin()
     txn.update_table("ns", "mine", metadata_location="s3://data/mine/v1.json")
     tried = _lose_races(monkeypatch, cat, 3, rival)

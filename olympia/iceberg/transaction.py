@@ -1571,7 +1571,10 @@ class IcebergTransaction:
     def distribute(self) -> str:
         """Persist the transaction so that ``OlympiaCatalog.resume(id)`` continues
         it in any process; returns its id (spec/iceberg.md §6)."""
-        txn_id = self.olympia_transaction.distribute()
+        try:
+            txn_id = self.olympia_transaction.distribute()
+        except oe.CommitConflictError as exc:
+            raise self.conflict(exc) from exc
         self.save_state()
         return txn_id
 

@@ -8,10 +8,14 @@ same definitions the catalog then applies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.view.metadata import ViewVersion
 
 from olympia.iceberg.views import ViewRequirement, ViewUpdate
 
@@ -40,6 +44,19 @@ class RenameTableRequest(_Body):
     destination: TableIdentifierModel
 
 
+class CreateTableRequest(_Body):
+    """``location``, ``partition-spec`` and ``write-order`` are optional in
+    the specification (PyIceberg's model requires them)."""
+
+    name: str
+    location: str | None = None
+    table_schema: Schema = Field(alias="schema")
+    partition_spec: PartitionSpec | None = Field(alias="partition-spec", default=None)
+    write_order: SortOrder | None = Field(alias="write-order", default=None)
+    stage_create: bool = Field(alias="stage-create", default=False)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
 class RegisterTableRequest(_Body):
     name: str
     metadata_location: str = Field(alias="metadata-location")
@@ -61,6 +78,21 @@ class CommitViewRequest(_Body):
     identifier: TableIdentifierModel | None = None
     requirements: list[ViewRequirement] = Field(default_factory=list)
     updates: list[ViewUpdate] = Field(default_factory=list)
+
+
+class CreateViewRequest(_Body):
+    """``location`` is optional in the specification (PyIceberg's model requires it)."""
+
+    name: str
+    location: str | None = None
+    view_schema: Schema = Field(alias="schema")
+    view_version: ViewVersion = Field(alias="view-version")
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class RegisterViewRequest(_Body):
+    name: str
+    metadata_location: str = Field(alias="metadata-location")
 
 
 class CommitTransactionRequest(_Body):
@@ -97,3 +129,12 @@ class ReportMetricsRequest(BaseModel):
                 "projected-field-names) or a commit report (sequence-number, operation)"
             )
         return self
+
+
+class BeginRequest(BaseModel):
+    """``POST /txn`` (spec/rest.md §8)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    isolation: Literal["snapshot", "serializable"] | None = None
+    distributed: bool = False

@@ -1,0 +1,839 @@
+"""One commit of a transaction (spec/transactions.md §3).
+
+:class:`Commit` holds everything one commit carries from attempt to attempt,
+and reads top to bottom in the order of §3: nothing to publish (step 1);
+an attempt on a base, under the host's publish lock (step 2, §3.1); after a
+lost race, the window of versions committed since the last attempt, the
+content-merge hook (§4.3), the rules of §4.1 and the replay (step 3, only the
+new versions: step 4); the dependency graph of §4.2; the put of the root;
+the pause and the new base after a lost race (step 5). Group commit (§3.2)
+comes last: the request this writer leaves while it waits for the lock, and
+the requests of others it publishes when it holds it.
+
+The conflict rules are the named checks of a :class:`ConflictChecker`, given
+to the commit; the commit itself only decides which versions they see.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Protocol
+
+from olympia import group, layout, tree
+from olympia.actions import ActionLog
+from olympia.codec import GroupEntry
+from olympia.conflicts import ConflictChecker, Footprint, footprint_of, judge_by_merge, sees
+from olympia.definition import ISOLATION_LEVELS
+from olympia.distributed import claimed_error, object_value
+from olympia.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    CommitTimeoutError,
+    OlympiaError,
+    VersionNotFoundError,
+)
+from olympia.keys import KeyCodec
+from olympia.node import Node
+from olympia.ops import PreconditionFailed, apply_write
+from olympia.proto import actions_pb2 as apb
+from olympia.proto import objects_pb2 as pb
+from olympia.reader import CatalogReader, CatalogVersion
+from olympia.state import OverlayState
+from olympia.store import CatalogStore, ChainLink, ChainOutcome, PreparedActions, Root
+
+#: Publish attempts of one commit (spec/transactions.md §3). Every lost race
+#: means another transaction committed, so running out means a livelock.
+DEFAULT_MAX_ATTEMPTS = 100
+#: Lost races in a row retried without any pause (spec/transactions.md §3).
+_FREE_RETRIES = 4
+#: Attempts in a row that may pass the commit time limit before a commit
+#: fails with CommitTimeoutError (spec/transactions.md §8.5).
+_TIMEOUTS_ALLOWED = 1
+
+#: Group commit among the writers of one host (spec/transactions.md §3.2).
+#: Only an optimisation; False makes every writer publish its own version.
+GROUP_COMMIT = True
+#: A group-commit request is published by the holder only when the versions
+#: it would have to examine above the request's base are at most this many.
+_GROUP_WINDOW = 64
+#: Rounds of requests one holder publishes before it lets the lock go: the
+#: writers it answered often leave their next transaction meanwhile.
+_GROUP_ROUNDS = 4
+#: How long a holder waits between rounds for the writers it answered to
+#: leave their next requests (seconds).
+_GROUP_GATHER_SECONDS = 0.002
+
+#: One transaction of a version being built by group commit: its ``$group``
+#: entry, its footprint, and what yields its encoded actions.
+_Member = tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]
+
+
+class ContentMerge(Protocol):
+    """A hook that judges, and merges, concurrent changes to the content of
+    some tables for a committing transaction (spec/transactions.md §4.3).
+    Set with :meth:`Transaction.set_content_merge`; a format layer (Iceberg)
+    implements it, the core knows no table format."""
+
+    def keys(self) -> Collection[str]:
+        """The object keys (``Transaction.keys.table(ns, name)``) of the tables
+        whose content this hook judges."""
+        ...
+
+    def rebase(self, latest: CatalogReader, changed: frozenset[str]) -> Mapping[str, str]:
+        """Judge the versions committed since the last check, which changed the
+        ``changed`` keys (content or membership); ``latest`` is a read-only view
+        of the newest of them. Return ``{key: metadata_location}`` for the keys
+        of ``changed`` whose TABLE_UPDATE writes are to point elsewhere; raise
+        a CommitConflictError (or a subclass) to refuse the commit."""
+        ...
+
+
+def nothing_to_publish(actions: ActionLog, isolation: str) -> bool:
+    """Step 1 of spec/transactions.md §3: a SNAPSHOT transaction that wrote
+    nothing, or one that performed no action at all, publishes nothing."""
+    return not actions or (not actions.has_write() and isolation == "snapshot")
+
+
+def _replay_keys(pending: Footprint, own: str | None) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The keys and prefixes whose change forces a full replay of a rebase."""
+    keys = set(pending.writes) | pending.member_reads | pending.content_reads
+    if own is not None:
+        keys.add(own)
+    return frozenset(keys), tuple(sorted(pending.prefix_reads))
+
+
+class _PublishedByHolder(Exception):
+    """Another writer of this host published this transaction (§3.2)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+#: What one attempt came to: ``("published", version)``, ``("lost", the
+#: version taken)``, or ``("again", 0)`` after passing the commit time limit.
+_Outcome = tuple[str, int]
+
+
+class Commit:
+    """One commit of one transaction, from its first attempt to the put of
+    the root that holds it (spec/transactions.md §3).
+
+    The attributes are what carries from one attempt to the next, so that
+    each retry costs work in proportion to the versions committed since the
+    previous attempt (§3 step 4): ``target`` is the base the next attempt
+    builds on; the versions in ``(begin, checked]`` passed the rules of §4.1
+    and ``state`` is the replay of the writes on ``checked``; ``seen`` are
+    the versions in the window whose writes the transaction's reads see (its
+    outgoing edges of §4.2) and ``known`` every footprint loaded so far.
+    """
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        begin: Root,
+        txn_id: str,
+        isolation: str,
+        actions: ActionLog,
+        state: OverlayState,
+        keys: KeyCodec,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        checker: ConflictChecker | None = None,
+        merge: ContentMerge | None = None,
+        own: str | None = None,
+        written_since: int | None = None,
+    ) -> None:
+        """``actions`` are the transaction's, ``state`` their replay on
+        ``begin``. ``own`` is the key of a distributed transaction's catalog
+        object (§6.4), ``written_since`` the creation time of a file written
+        before the commit that the version depends on (§8.5)."""
+        self.store = store
+        self.begin = begin.version
+        self.id = txn_id
+        self.isolation = isolation
+        self.actions = actions
+        self.keys = keys
+        self.max_attempts = max_attempts
+        self.checker = checker if checker is not None else ConflictChecker()
+        self.merge = merge
+        self.own = own
+        self.written_since = written_since
+        #: The base of the next attempt; a distributed transaction's catalog
+        #: object lives in a later version than its begin version.
+        self.target = store.load_latest() if own is not None else begin
+        self.state = state
+        self.encoded = PreparedActions(
+            actions.encoded, len(actions), txn_id, self.target.definition
+        )
+        self.checked = self.begin
+        self.seen: list[Footprint] = []
+        self.known: dict[int, Footprint] = {}
+        #: The keys and prefixes whose change forces a full replay (§3 step 4).
+        self.relevant: tuple[frozenset[str], tuple[str, ...]] | None = None
+        #: This transaction's footprint, built the first time a rebase needs it;
+        #: the keys whose content the hook judges (§4.3), and the footprint for
+        #: the write-write rules (without their writes).
+        self.footprint: Footprint | None = None
+        self.merged: frozenset[str] = frozenset()
+        self.first_wins: Footprint | None = None
+        #: Attempts in a row that passed the commit time limit (§8.5).
+        self.timeouts = 0
+        #: Group commit (§3.2): the request folder, and this writer's requests.
+        self.folder = store.storage.group_dir() if self._may_group(begin) else None
+        self.member = group.Member(self.folder, txn_id) if self.folder is not None else None
+        #: Whether another writer of this host published this transaction.
+        self.published_by_holder = False
+
+    # --- §3 steps 2 and 5: attempts until one publishes ----------------------------------
+
+    def run(self) -> int:
+        """Attempt until a version holds this transaction; return it.
+
+        Raises:
+            CommitConflictError: a rule of §4 refuses it, or ``retries-exhausted``.
+            CommitFailedError, CommitTimeoutError, StorageError: from publishing.
+        """
+        try:
+            for attempt in range(1, self.max_attempts + 1):
+                outcome, version = self._attempt()
+                if outcome == "published":
+                    return version
+                if outcome == "again":
+                    continue  # on the same base, every file under a new name
+                # Attempt ``attempt`` lost: every attempt so far did.
+                self._after_lost_race(attempt, version)
+            raise CommitConflictError(
+                f"transaction {self.id} lost the race for a new version {self.max_attempts} times "
+                f"(max_attempts) although nothing conflicted; try again later",
+                version=self.target.version,
+                rule="retries-exhausted",
+            )
+        except _PublishedByHolder as published:
+            self.published_by_holder = True
+            return published.version
+        finally:
+            if self.member is not None:
+                self.member.withdraw()
+
+    def _attempt(self) -> _Outcome:
+        """One attempt: one base, one root put (§3 step 2, §3.1)."""
+        store = self.store
+        # The writers of this host publish one at a time (§3.1): under the
+        # lock, after waiting for it, the base is brought up to the latest
+        # version before the rebase; the lock is let go once the root is
+        # in place.
+        lock = store.storage.publish_lock(self._catch_up)
+        try:
+            if self.member is not None:
+                # A holder answers before it lets the lock go (§3.2).
+                if self.member.pending:
+                    self._settle_answer()
+                self.member.withdraw()
+            if lock.held and lock.waited:
+                self.target = self._latest_under_lock(self.target)
+            self._check_claim()
+            self._rebase()
+            serialized_before = self._serialization_order()
+            target = self.target
+            new_root = tree.apply(target.node, self.state.changes(), target.order, store.load_node)
+            # Waiting writers left transactions to publish after this one (§3.2).
+            holder = (
+                group.Holder(self.folder)
+                if self.folder is not None and lock.held and target.format_version >= 2
+                else None
+            )
+            if not store.storage.parallel_reads and store.storage.exists(
+                layout.root_path(target.version + 1)
+            ):
+                # Local storage: an existence check costs far less than
+                # encoding and writing node files for a version already taken.
+                return "lost", target.version + 1
+            if holder is not None and holder.waiting():
+                return self._put_with_group(holder, new_root, serialized_before)
+            return self._put(new_root, serialized_before, lock.release)
+        finally:
+            lock.release()
+
+    def _after_lost_race(self, attempt: int, lost: int) -> None:
+        """§3 step 5: the pause (after ``_FREE_RETRIES`` lost races in a row)
+        and the base of the next attempt."""
+        if attempt > _FREE_RETRIES:
+            # Only a livelock breaker: a loser normally retries at once
+            # on the newer base, as fresh as any new transaction's.
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** (attempt - _FREE_RETRIES))))
+        # After one lost race, build on the winner's root at once; after
+        # more in a row, find the latest version first, so as not to
+        # keep losing to writers that started later.
+        self.target = self.store.load_after_lost_race(lost, probe=attempt > 1)
+
+    def _count_timeout(self, exc: CommitTimeoutError) -> None:
+        """One more attempt that passed the commit time limit; raise ``exc``
+        when too many did in a row (§8.5)."""
+        if self.timeouts >= _TIMEOUTS_ALLOWED:
+            raise exc
+        self.timeouts += 1
+
+    # --- §6.4: a distributed transaction's object ---------------------------------------
+
+    def _check_claim(self) -> None:
+        if self.own is not None and object_value(self.store, self.target, self.own) is None:
+            # Another process published this transaction's outcome (§6.4).
+            raise claimed_error(
+                self.store, self.keys, self.id, self.begin, None, self.target.version
+            )
+
+    # --- §3 steps 3 and 4: the window, the rules of §4.1, the replay ---------------------
+
+    def _rebase(self) -> None:
+        """Bring ``state`` from ``checked`` to ``target``: the content-merge
+        hook (§4.3), the rules of §4.1, then the replay (a failed precondition
+        is ``structural``), each on the versions not examined before only."""
+        target = self.target
+        if target.version <= self.checked:
+            return
+        if self.member is not None and self.member.asked_base is not None:
+            # A holder may have published this transaction (§3.2).
+            for v in range(self.checked + 1, target.version + 1):  # base <= checked
+                if self.id in self.store.load_root(v).info.transaction_ids:
+                    raise _PublishedByHolder(v)
+        fp = self._footprint()
+        if self.relevant is None:
+            self.relevant = _replay_keys(fp, self.own)
+        new = self._window(self.checked, target.version)
+        patched = bool(self.merged) and self._merge_content(target, new)
+        if patched:  # the actions changed: encode them again
+            self.encoded = PreparedActions(
+                self.actions.encoded, len(self.actions), self.id, target.definition
+            )
+        assert self.first_wins is not None
+        self.checker.check_window(self.first_wins, new, self.isolation, self._describe)
+        if patched:
+            self.state = self._replay(target)
+        else:
+            self.state = self._rebased(self.state, target, new, self.relevant)
+        self.known.update((c.version, c) for c in new)
+        self.seen.extend(c for c in new if sees(fp, c) is not None)
+        self.checked = target.version
+
+    def _footprint(self) -> Footprint:
+        """This transaction's footprint (§1), built the first time it is needed."""
+        if self.footprint is None:
+            fp = self.actions.footprint(self.begin + 1, self.begin)
+            if self.own is not None:
+                fp.writes.pop(self.own, None)
+            if self.merge is not None:
+                judged = self.merge.keys()
+                self.merged = frozenset(k for k in judged if not fp.writes.get(k))
+            self.footprint = fp
+            self.first_wins = judge_by_merge(fp, self.merged) if self.merged else fp
+        return self.footprint
+
+    def _window(self, checked: int, latest: int) -> list[Footprint]:
+        """The footprints of the versions in ``(checked, latest]``."""
+        store, begin = self.store, self.begin
+        try:
+            return [footprint_of(store, v) for v in range(checked + 1, latest + 1)]
+        except VersionNotFoundError:
+            raise CommitConflictError(
+                f"versions after {begin} were expired before transaction {self.id} committed",
+                version=begin + 1,
+                rule="history-expired",
+            ) from None
+
+    def _merge_content(self, target: Root, new: Sequence[Footprint]) -> bool:
+        """Call the content-merge hook for the merged keys that the versions
+        ``new`` wrote, if any, and patch the TABLE_UPDATE actions it returns
+        (spec/transactions.md §4.3); whether any action changed."""
+        assert self.merge is not None
+        changed = frozenset(k for c in new for k in self.merged if k in c.writes)
+        if not changed:
+            return False
+        patches = self.merge.rebase(CatalogVersion(self.store, target), changed)
+        if not isinstance(patches, Mapping):
+            raise OlympiaError(
+                f"the content-merge hook of transaction {self.id} returned {patches!r}, "
+                f"not a mapping of object keys to metadata locations"
+            )
+        for key, location in patches.items():
+            if key not in changed or not isinstance(location, str) or not location:
+                raise OlympiaError(
+                    f"the content-merge hook of transaction {self.id} returned {key!r}: "
+                    f"{location!r}; it may only give a non-empty metadata location for a key "
+                    f"it was asked about ({sorted(changed)})"
+                )
+            if not self.actions.patch_location(key, location):
+                raise OlympiaError(
+                    f"the content-merge hook of transaction {self.id} returned a location for "
+                    f"{self._describe(key)}, which the transaction does not update"
+                )
+        return bool(patches)
+
+    def _rebased(
+        self,
+        state: OverlayState,
+        target: Root,
+        new: Sequence[Footprint],
+        relevant: tuple[frozenset[str], tuple[str, ...]],
+    ) -> OverlayState:
+        """The replay of this transaction's writes on ``target``, given ``state``,
+        their replay on an older version, and ``new``, the versions between the two.
+
+        Replaying a write reads only keys in the transaction's footprint (its
+        precondition reads, the keys it writes) and the prefixes it lists. When
+        no version of ``new`` wrote one of them, the replay on ``target`` gives
+        exactly the overlay of ``state``, which is then kept as it is.
+        """
+        keys, prefixes = relevant
+        for c in new:
+            for key in c.writes:
+                if key in keys or key.startswith(prefixes):
+                    return self._replay(target)
+        rebased = OverlayState(self.store, target)
+        rebased.overlay = dict(state.overlay)
+        return rebased
+
+    def _replay(self, target: Root) -> OverlayState:
+        """The writes replayed on ``target``, every precondition checked again;
+        a failed one is rule ``structural`` (§3 step 3)."""
+        state = OverlayState(self.store, target)
+        for action in self.actions.writes():
+            try:
+                apply_write(state, self.keys, action)
+            except PreconditionFailed as exc:
+                culprit = _last_writer(self.store, exc.key, self.begin, target.version)
+                raise CommitConflictError(
+                    f"version {culprit} changed the catalog so that this transaction's "
+                    f"{apb.ActionType.Name(action.type)} no longer applies: {exc.error} "
+                    f"(isolation {self.isolation}, rule structural); start a new transaction "
+                    f"from the latest version and try again",
+                    version=culprit,
+                    rule="structural",
+                ) from None
+        return state
+
+    def _describe(self, key: str) -> str:
+        """A human name for an object key, for error messages."""
+        try:
+            decoded = self.keys.decode(key)
+        except OlympiaError:
+            return repr(key.rstrip())
+        return f"{decoded.object_type.name.lower()} {'.'.join(decoded.parts)}"
+
+    # --- §4.2: the dependency graph --------------------------------------------------------
+
+    def _serialization_order(self) -> list[int]:
+        """SERIALIZABLE, with outgoing edges (``seen``): the dependency graph of
+        spec §4.2; the versions this transaction is serialized before.
+        ``known`` holds footprints loaded already; the search adds the older
+        ones it loads."""
+        latest = self.target.version
+        if latest == self.begin or not self.seen or self.isolation != "serializable":
+            return []
+        store, known = self.store, self.known
+
+        def committed(v: int) -> Footprint:
+            fp = known.get(v)
+            if fp is None:
+                fp = known[v] = footprint_of(store, v)
+            return fp
+
+        pending = self._footprint()
+        pending.version = latest + 1
+        return self.checker.serializable_cycle(pending, latest, committed)
+
+    # --- the put (spec/format.md §8) ---------------------------------------------------------
+
+    def _put(
+        self, new_root: Node, serialized_before: list[int], release: Callable[[], None]
+    ) -> _Outcome:
+        """Put the root of ``target.version + 1`` holding this transaction
+        alone; ``release`` lets the publish lock go once the root is in place."""
+        target = self.target
+        try:
+            done = self.store.commit(
+                target.version + 1,
+                new_root,
+                target.definition,
+                self.id,
+                actions=self.encoded,
+                previous_root=target.path,
+                begin_version=self.begin,
+                isolation=self.isolation,
+                serialized_before=serialized_before,
+                after_put=release,
+                written_since=self.written_since,
+            )
+        except CommitConflictError as exc:
+            if exc.rule != "version-taken":
+                raise
+            return "lost", target.version + 1
+        except CommitTimeoutError as exc:
+            self._count_timeout(exc)
+            return "again", 0
+        return "published", done.version
+
+    # --- §3.1: the latest base, found under the publish lock --------------------------------
+
+    def _latest_under_lock(self, target: Root) -> Root:
+        """The base to build on while holding the host's publish lock: the
+        latest version, found from ``target`` (spec/transactions.md §3.1).
+        The other writers of this host publish nothing meanwhile, so an
+        attempt built on it loses only to a writer elsewhere."""
+        if self.store.storage.parallel_reads:
+            # One round: the roots above ``target``, read together.
+            return self.store.load_after_lost_race(target.version + 1)
+        while (newer := self._newer_than(target)) is not None:
+            target = newer
+        return target
+
+    def _newer_than(self, target: Root) -> Root | None:
+        """A version newer than ``target`` if local storage shows one at once
+        (one existence check), else None."""
+        store = self.store
+        if store.storage.parallel_reads or not store.storage.exists(
+            layout.root_path(target.version + 1)
+        ):
+            return None
+        return store.load_after_lost_race(target.version + 1)
+
+    # --- §3.2: group commit, the waiting writer's side ------------------------------------
+
+    def _may_group(self, begin: Root) -> bool:
+        """Whether another writer of this host may publish this transaction
+        (§3.2): not a distributed one, whose claims decide who publishes it,
+        nor one of a format-1 catalog, nor one whose checker does not vouch
+        for the base of its requests."""
+        return (
+            GROUP_COMMIT
+            and self.own is None
+            and self.written_since is None  # the chain does not carry it
+            and begin.format_version >= 2  # a format-1 holder publishes none
+            and self.checker.group_commit
+        )
+
+    def _catch_up(self) -> None:
+        """While waiting for the publish lock: wait for the answer to this
+        transaction's group-commit request, if it left one (§3.2);
+        otherwise rebase on the versions the other writers publish
+        meanwhile, so that they are not examined while holding the lock
+        (§3.1), and leave a request for the holder."""
+        member = self.member
+        if member is not None and member.pending:
+            self._settle_answer()
+            if member.pending:
+                return
+        # A request goes first, on the base checked so far: the holder
+        # examines the versions since (it has them at hand); this writer
+        # rebases only when the holder refused it.
+        if not self._ask():
+            newer = self._newer_than(self.target)
+            if newer is not None:
+                self.target = newer
+                self._check_claim()
+                self._rebase()
+                self._ask()
+
+    def _settle_answer(self) -> None:
+        """Read the holder's answer to this transaction's request, if one
+        came; raise :class:`_PublishedByHolder` when it was published."""
+        assert self.member is not None
+        published = self.member.answer()
+        if published is not None:
+            self.store.note_seen(self.member.latest)
+            raise _PublishedByHolder(published)
+
+    def _ask(self) -> bool:
+        """Leave a group-commit request on the base checked so far, unless
+        one was refused on that base already; whether one was left."""
+        member = self.member
+        if (
+            member is None
+            or (member.asked_base is not None and self.checked <= member.asked_base)
+            or (self.isolation == "serializable" and self.seen)
+        ):
+            # Not with outgoing edges (``seen``): only a transaction without
+            # them can be published later than checked without a new
+            # search for cycles (§3.2).
+            return False
+        base_id = self.store.load_root(self.checked).info.transaction_id
+        return member.ask(
+            group.Request(
+                self.id, self.begin, self.checked, self.isolation, tuple(self.actions), base_id
+            )
+        )
+
+    # --- §3.2: group commit, the holder's side ----------------------------------------------
+
+    def _put_with_group(
+        self, holder: group.Holder, new_root: Node, serialized_before: list[int]
+    ) -> _Outcome:
+        """Holding the publish lock with requests waiting: this transaction
+        first, then the requests, in one version (§3.2), and more rounds."""
+        target = self.target
+        mine = ChainLink(
+            self.id, new_root, self.encoded, self.begin, self.isolation, tuple(serialized_before)
+        )
+        leader = _Leader(self.store, self.keys, self.id, self.actions.encoded)
+        try:
+            outcome, links = leader.lead_round(holder, target, (mine, self._footprint()))
+            if outcome.published and len(outcome.published) == links:
+                leader.lead(holder, outcome.published[-1], _GROUP_ROUNDS - 1)
+        finally:
+            holder.tidy()
+        if outcome.published:
+            return "published", outcome.published[0].version
+        if isinstance(outcome.error, CommitTimeoutError):
+            self._count_timeout(outcome.error)
+            return "again", 0
+        if outcome.error is not None:
+            state_word = "unknown" if outcome.unknown else "not published"
+            raise CommitFailedError(
+                f"publishing version {target.version + 1} failed ({state_word}): {outcome.error}"
+            ) from outcome.error
+        return "lost", target.version + 1
+
+
+class _Leader:
+    """The holder's side of group commit (spec/transactions.md §3.2): holding
+    the publish lock, it publishes the requests the other writers of this
+    host left, after its own transaction (``txn_id``, whose encoded actions
+    ``own_actions`` gives) or on their own."""
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        keys: KeyCodec,
+        txn_id: str,
+        own_actions: Callable[[], Iterator[tuple[str, bytes]]],
+    ) -> None:
+        self.store = store
+        self.keys = keys
+        self.id = txn_id
+        self.own_actions = own_actions
+
+    def lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
+        """Holding the publish lock, after publishing ``last``: publish the
+        transactions other writers of this host left meanwhile, for at most
+        ``rounds`` more rounds (spec/transactions.md §3.2)."""
+        for _ in range(rounds):
+            # The writers just answered are beginning their next transactions:
+            # give them a moment to leave them rather than a turn of their own.
+            holder.wait_for_requests(_GROUP_GATHER_SECONDS)
+            outcome, links = self.lead_round(holder, last)
+            if not links or len(outcome.published) < links:
+                return
+            last = outcome.published[-1]
+
+    def lead_round(
+        self,
+        holder: group.Holder,
+        last: Root,
+        first: tuple[ChainLink, Footprint] | None = None,
+    ) -> tuple[ChainOutcome, int]:
+        """One round of group commit (spec/transactions.md §3.2): ``first``
+        (this transaction's version and its footprint, if given) and the
+        requests there now that may follow it, published together as one
+        version after ``last`` (two when ``first``'s actions fill an action
+        file of their own); every request claimed is answered, except one
+        whose put has an unknown outcome.
+        Returns what was published and how many versions were tried.
+
+        Raises only with ``first``: storage errors from publishing."""
+        store = self.store
+        definition = last.definition
+        links: list[ChainLink] = []
+        #: The transactions of the version being built, in serial order:
+        #: (entry, footprint, the encoded actions).
+        members: list[_Member] = []
+        tip = last
+        own: ChainLink | None = None
+        #: The transactions published above ``last`` in this round, with
+        #: their footprints, for the admission of the requests.
+        pending: list[tuple[str, Footprint]] = []
+        if first is not None:
+            own, footprint = first
+            pending.append((own.transaction_id, footprint))
+            tip = Root(last.version + 1, own.tree, last.info, definition, last.created_at_millis)
+            if own.actions.data is None:  # few actions: the others join its version
+                entry = GroupEntry(
+                    own.transaction_id, own.begin_version, own.isolation, own.actions.count
+                )
+                members.append((entry, footprint, self.own_actions))
+            else:  # a large transaction's actions stay in their own action file
+                links.append(own)
+        version = last.version + 1 + len(links)
+        for txn_id, request in holder.claim(self.id):
+            if request is None:
+                holder.refuse(txn_id)
+                continue
+            log = ActionLog()
+            for action in request.actions:
+                log.append(action)
+            footprint = log.footprint(version, request.begin)
+            try:
+                state = self._admit(
+                    request, log, footprint, tip, last, pending, [m[1] for m in members]
+                )
+                if state is None:
+                    holder.refuse(txn_id)
+                    continue
+                new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
+            except Exception:  # a node that cannot be read, say: its owner publishes it
+                holder.refuse(txn_id)
+                continue
+            members.append(
+                (
+                    GroupEntry(txn_id, request.begin, request.isolation, len(log)),
+                    footprint,
+                    log.encoded,
+                )
+            )
+            pending.append((txn_id, footprint))
+            tip = Root(version, new_tree, last.info, definition, last.created_at_millis)
+        if members:
+            links.append(self._group_link(members, tip.node, definition, own))
+        outcome = ChainOutcome()
+        if not links:
+            return outcome, 0
+        try:
+            outcome = store.publish_chain(last, links)
+        except Exception:
+            if own is not None:
+                raise
+            return outcome, len(links)  # every outcome unknown: left to the owners
+        done = len(outcome.published)
+        for i, link in enumerate(links):
+            for txn_id in link.transaction_ids:
+                if txn_id == self.id:
+                    continue
+                if i < done:
+                    holder.publish(
+                        txn_id, outcome.published[i].version, outcome.published[-1].version
+                    )
+                elif i > done or not outcome.unknown:
+                    holder.refuse(txn_id)
+        return outcome, len(links)
+
+    def _group_link(
+        self,
+        members: Sequence[_Member],
+        new_tree: Node,
+        definition: pb.CatalogDefinition,
+        own: ChainLink | None,
+    ) -> ChainLink:
+        """The version holding ``members`` in order (spec/format.md §3.2,
+        ``$group`` when there are several): their actions one after the
+        other, the first one's id and isolation, the smallest begin version."""
+        head = members[0][0]
+        if len(members) == 1 and own is not None and head.transaction_id == own.transaction_id:
+            return own  # alone after all: the version it built itself
+        entries = tuple(m[0] for m in members)
+        encoders = [m[2] for m in members]
+
+        def actions() -> Iterator[tuple[str, bytes]]:
+            for encode in encoders:
+                yield from encode()
+
+        count = sum(e.n_actions for e in entries)
+        return ChainLink(
+            head.transaction_id,
+            new_tree,
+            PreparedActions(actions, count, head.transaction_id, definition),
+            min(e.begin_version for e in entries),
+            head.isolation,
+            own.serialized_before
+            if own is not None and own.transaction_id == head.transaction_id
+            else (),
+            entries if len(entries) > 1 else (),
+        )
+
+    def _admit(
+        self,
+        request: group.Request,
+        log: ActionLog,
+        footprint: Footprint,
+        tip: Root,
+        last: Root,
+        pending: Sequence[tuple[str, Footprint]],
+        members: Sequence[Footprint],
+    ) -> OverlayState | None:
+        """The pending changes of ``request`` (its actions ``log``, their
+        ``footprint``) on ``tip``, if it may join the
+        version being built on ``last`` after ``members``, else None
+        (spec/transactions.md §3.2): its owner checked it up to its base, and
+        no version since (published, or about to be: the transactions in
+        ``pending``) wrote anything its actions depend on, so every rule of
+        §4 would pass and its replay on ``tip`` equals its replay on the
+        base; and the version's begin version, the smallest of its
+        transactions', hides no dependency (:func:`_begin_hides_a_read`)."""
+        store = self.store
+        base, latest = request.base, last.version
+        if (
+            request.isolation not in ISOLATION_LEVELS
+            or not request.begin <= base <= latest
+            or latest - base > _GROUP_WINDOW
+        ):
+            return None
+        keys, prefixes = _replay_keys(footprint, None)
+        try:
+            if store.load_root(base).info.transaction_id != request.base_id:
+                return None  # a request of another catalog (whose folder this one found)
+            if _begin_hides_a_read(store, footprint, members):
+                return None
+            committed: list[tuple[Sequence[str], Footprint]] = [
+                (store.load_root(v).info.transaction_ids, footprint_of(store, v))
+                for v in range(base + 1, latest + 1)
+            ]
+            committed.extend(((txn_id,), fp) for txn_id, fp in pending)
+            for txn_ids, fp in committed:
+                if request.txn_id in txn_ids or fp.rollback:
+                    return None  # published already, or a rollback to refuse it
+                for key in fp.writes:
+                    if key in keys or key.startswith(prefixes):
+                        return None
+            state = OverlayState(store, tip)
+            for action in log.writes():
+                apply_write(state, self.keys, action)
+        except (OlympiaError, PreconditionFailed):
+            return None
+        return state
+
+
+def _begin_hides_a_read(
+    store: CatalogStore, footprint: Footprint, members: Sequence[Footprint]
+) -> bool:
+    """Whether ``footprint`` may not join a version holding ``members``
+    because the version's begin version, the smallest of its transactions'
+    (format.md §3.2), would misplace a dependency: a version ``u`` with
+    ``begin <= u`` whose writes one of them read would count as written after
+    that transaction's snapshot instead of before it (a *wr* edge taken for
+    an *rw* edge in the opposite direction, transactions.md §4.2). So no
+    version in ``(smallest begin, the transaction's begin]`` may write a key
+    the transaction's reads depend on, for it and for the members already
+    in, whose ranges grow when it lowers the smallest begin."""
+    low = min((m.begin for m in members), default=footprint.begin)
+    new_low = min(low, footprint.begin)
+    ranges = [(footprint, new_low, footprint.begin)]
+    if new_low < low:
+        ranges.extend((m, new_low, low) for m in members)
+    for reader, after, upto in ranges:
+        if upto - after > _GROUP_WINDOW:
+            return True
+        for v in range(after + 1, upto + 1):
+            if sees(reader, footprint_of(store, v)) is not None:
+                return True
+    return False
+
+
+def _last_writer(store: CatalogStore, key: str, begin: int, latest: int) -> int:
+    """The newest version in ``(begin, latest]`` that wrote ``key`` (else ``latest``)."""
+    for v in range(latest, begin, -1):
+        try:
+            if key in footprint_of(store, v).writes:
+                return v
+        except VersionNotFoundError:
+            break
+    return latest

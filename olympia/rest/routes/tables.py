@@ -1,0 +1,225 @@
+"""The table routes, below ``/v1/{prefix}``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import Depends, Query, Response
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table import StagedTable, Table
+from pyiceberg.table.metadata import TableMetadataV1
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import AssertCreate
+from pyiceberg.typedef import Identifier
+
+from olympia.rest.errors import RestError, bad_request, not_found
+from olympia.rest.models import (
+    CommitTableRequest,
+    CreateTableRequest,
+    RegisterTableRequest,
+    RenameTableRequest,
+    ReportMetricsRequest,
+)
+from olympia.rest.responses import json_response, load_result
+from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, new_router, one_page
+from olympia.rest.routes.dependencies import Scope, resolve
+from olympia.rest.routes.names import (
+    check_level,
+    check_metadata_location,
+    check_namespace,
+    metadata_file,
+    parse_namespace,
+    table_identifier,
+)
+
+router = new_router()
+
+
+def _placeholder(catalog: Catalog, identifier: Identifier) -> Table:
+    """The table object handed to ``commit_table`` for a table that a staged
+    create is about to make: only its identifier is used."""
+    empty = TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+    return StagedTable(
+        identifier=identifier,
+        metadata=empty,
+        metadata_location="",
+        io=catalog._load_file_io(),
+        catalog=catalog,
+    )
+
+
+def commit_one(
+    catalog: Catalog, target: Any, identifier: Identifier, change: CommitTableRequest
+) -> Any:
+    """Apply one table change through ``target`` (the catalog or a transaction)."""
+    requirements = tuple(change.requirements)
+    updates = tuple(change.updates)
+    try:
+        table = target.load_table(identifier)
+    except NoSuchTableError:
+        if not any(isinstance(r, AssertCreate) for r in requirements):
+            raise
+        table = _placeholder(catalog, identifier)
+    return target.commit_table(table, requirements, updates)
+
+
+@router.get("/namespaces/{namespace}/tables")
+@errors()
+def list_tables(
+    namespace: str,
+    page_token: str | None = Query(default=None, alias="pageToken"),
+    page_size: int | None = Query(default=None, alias="pageSize", ge=1, le=MAX_PAGE_SIZE),
+    s: Scope = Depends(resolve),
+) -> Response:
+    levels = parse_namespace(namespace)
+    system = s.system(levels)
+    if system is not None:
+        system.properties()
+        found: list[Identifier] = []
+    else:
+        with s.route(levels) as (cat, rest, pre):
+            found = sorted((*pre, *t) for t in cat.list_tables(rest))
+    page, next_token = one_page(found, page_token, page_size)
+    ids = [{"namespace": list(t[:-1]), "name": t[-1]} for t in page]
+    return json_response({"identifiers": ids, "next-page-token": next_token})
+
+
+@router.post("/namespaces/{namespace}/tables")
+@errors(commit=True)
+def create_table(
+    namespace: str, request: CreateTableRequest, s: Scope = Depends(resolve)
+) -> Response:
+    levels = parse_namespace(namespace)
+    name = check_level("table name", request.name)
+    spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
+    order = request.write_order or UNSORTED_SORT_ORDER
+    with s.route(levels) as (cat, rest, _):
+        identifier = (*rest, name)
+        if request.stage_create:
+            if not cat.namespace_exists(rest):
+                raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
+            if cat.table_exists(identifier):
+                raise RestError(
+                    409,
+                    "AlreadyExistsException",
+                    f"Table already exists: {'.'.join(identifier)}",
+                )
+            staged = cat.create_table_transaction(
+                identifier,
+                request.table_schema,
+                request.location,
+                spec,
+                order,
+                request.properties,
+            )._table
+            return load_result(staged.metadata, None)
+        table = cat.create_table(
+            identifier, request.table_schema, request.location, spec, order, request.properties
+        )
+    return load_result(table.metadata, table.metadata_location)
+
+
+@router.post("/namespaces/{namespace}/register")
+@errors(commit=True)
+def register_table(
+    namespace: str, request: RegisterTableRequest, s: Scope = Depends(resolve)
+) -> Response:
+    levels = parse_namespace(namespace)
+    name = check_level("table name", request.name)
+    with s.route(levels) as (cat, rest, _):
+        identifier = (*rest, name)
+        location = check_metadata_location(request.metadata_location)
+        with metadata_file(location):
+            if request.overwrite and cat.table_exists(identifier):
+                with s.atomic(cat) as txn:
+                    txn.drop_table(identifier)
+                    txn.register_table(identifier, location)
+                table = cat.load_table(identifier)
+            else:
+                table = cat.register_table(identifier, location)
+    return load_result(table.metadata, table.metadata_location)
+
+
+@router.get("/namespaces/{namespace}/tables/{table}")
+@errors()
+def load_table(
+    namespace: str,
+    table: str,
+    snapshots: Literal["all", "refs"] | None = None,
+    s: Scope = Depends(resolve),
+) -> Response:
+    identifier = table_identifier(namespace, table)
+    with s.route(identifier[:-1]) as (cat, rest, _):
+        loaded = cat.load_table((*rest, identifier[-1]))
+    return load_result(loaded.metadata, loaded.metadata_location)
+
+
+@router.head("/namespaces/{namespace}/tables/{table}")
+@errors()
+def table_exists(namespace: str, table: str, s: Scope = Depends(resolve)) -> Response:
+    identifier = table_identifier(namespace, table)
+    with s.route(identifier[:-1]) as (cat, rest, _):
+        if not cat.table_exists((*rest, identifier[-1])):
+            raise not_found("Table", f"Table does not exist: {'.'.join(identifier)}")
+    return Response(status_code=204)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}")
+@errors(commit=True)
+def commit_table(
+    namespace: str, table: str, request: CommitTableRequest, s: Scope = Depends(resolve)
+) -> Response:
+    identifier = table_identifier(namespace, table)
+    if request.identifier is not None:
+        named = (*request.identifier.namespace, request.identifier.name)
+        if named != identifier:
+            raise bad_request(f"the body names table {named!r}, the path {identifier!r}")
+    with s.route(identifier[:-1]) as (cat, rest, _):
+        response = commit_one(s.root, cat, (*rest, identifier[-1]), request)
+    return load_result(response.metadata, response.metadata_location)
+
+
+@router.delete("/namespaces/{namespace}/tables/{table}")
+@errors(commit=True)
+def drop_table(
+    namespace: str,
+    table: str,
+    purge: bool = Query(default=False, alias="purgeRequested"),
+    s: Scope = Depends(resolve),
+) -> Response:
+    identifier = table_identifier(namespace, table)
+    with s.route(identifier[:-1]) as (cat, rest, _):
+        if purge:
+            cat.purge_table((*rest, identifier[-1]))
+        else:
+            cat.drop_table((*rest, identifier[-1]))
+    return Response(status_code=204)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}/metrics")
+@errors()
+def report_metrics(
+    namespace: str,
+    table: str,
+    report: ReportMetricsRequest,
+    s: Scope = Depends(resolve),
+) -> Response:
+    table_identifier(namespace, table)
+    return Response(status_code=204)
+
+
+@router.post("/tables/rename")
+@errors(commit=True)
+def rename_table(request: RenameTableRequest, s: Scope = Depends(resolve)) -> Response:
+    source_ns = check_namespace(request.source.namespace)
+    dest_ns = check_namespace(request.destination.namespace)
+    source_name = check_level("source name", request.source.name)
+    dest_name = check_level("destination name", request.destination.name)
+    with s.route(source_ns) as (cat, rest, pre):
+        if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
+            raise bad_request("a table cannot be renamed into or out of a transaction")
+        cat.rename_table((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
+    return Response(status_code=204)

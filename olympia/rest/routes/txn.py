@@ -1,0 +1,50 @@
+"""``/txn``: transactions over HTTP (spec/rest.md §8). The Iceberg REST
+routes included again under ``/txn/{txn_id}/`` work inside transaction
+``txn_id`` (see :func:`~olympia.rest.routes.dependencies.resolve`)."""
+
+from __future__ import annotations
+
+from fastapi import Depends, Response
+
+from olympia.rest.models import BeginRequest
+from olympia.rest.responses import json_response
+from olympia.rest.routes.common import errors, new_router
+from olympia.rest.routes.dependencies import open_transactions
+from olympia.rest.sessions import OpenTransactions
+
+#: The prefix of the Iceberg REST routes inside a transaction.
+TXN_ROOT = "/txn/{txn_id}"
+
+router = new_router()
+
+
+@router.post("/txn")
+@errors()
+def begin(
+    request: BeginRequest, sessions: OpenTransactions = Depends(open_transactions)
+) -> Response:
+    txn = sessions.begin(request.isolation, distributed=request.distributed)
+    return json_response(
+        {"id": txn.id, "isolation": txn.isolation, "begin-version": txn.begin_version}
+    )
+
+
+@router.get("/txn")
+@errors()
+def list_open(sessions: OpenTransactions = Depends(open_transactions)) -> Response:
+    ids = sessions.local_ids() + sessions.distributed_ids()
+    return json_response({"transactions": ids})
+
+
+@router.post(TXN_ROOT + "/commit")
+@errors(commit=True)
+def commit(txn_id: str, sessions: OpenTransactions = Depends(open_transactions)) -> Response:
+    version = sessions.commit(txn_id)
+    return json_response({"id": txn_id, "version": version})
+
+
+@router.post(TXN_ROOT + "/rollback")
+@errors()
+def rollback(txn_id: str, sessions: OpenTransactions = Depends(open_transactions)) -> Response:
+    sessions.rollback(txn_id)
+    return Response(status_code=204)
