@@ -175,20 +175,6 @@ def _plain(key: str) -> str:
     return key.rstrip()
 
 
-def check_snapshot(
-    pending: Footprint,
-    committed: Sequence[Footprint],
-    isolation: str,
-    describe: Callable[[str], str] = _plain,
-) -> None:
-    """First committer wins on write-write; a catalog rollback refuses everything.
-
-    Raises:
-        CommitConflictError: rule ``catalog-rollback`` or ``write-write``.
-    """
-    ConflictChecker().check_window(pending, committed, isolation, describe)
-
-
 def check_serializable(
     pending: Footprint, latest: int, footprint_of: Callable[[int], Footprint]
 ) -> list[int]:

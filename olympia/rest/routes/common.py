@@ -10,11 +10,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
+from pyiceberg.typedef import Identifier
 from starlette.routing import Match
 from starlette.types import Scope
 
 from olympia.rest.errors import RestError, bad_request, classify
 from olympia.rest.middleware import KEPT_ESCAPES, decode_kept
+from olympia.rest.responses import json_response
 
 log = logging.getLogger("olympia.rest")
 
@@ -83,6 +85,15 @@ def errors(commit: bool = False) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return run
 
     return wrap
+
+
+def identifiers_page(
+    found: list[Identifier], page_token: str | None, page_size: int | None
+) -> Response:
+    """A ``ListTablesResponse`` (or views): one page of the sorted ``found``."""
+    page, next_token = one_page(found, page_token, page_size)
+    ids = [{"namespace": list(i[:-1]), "name": i[-1]} for i in page]
+    return json_response({"identifiers": ids, "next-page-token": next_token})
 
 
 def one_page(

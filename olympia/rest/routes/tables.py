@@ -23,8 +23,8 @@ from olympia.rest.models import (
     RenameTableRequest,
     ReportMetricsRequest,
 )
-from olympia.rest.responses import json_response, load_result
-from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, new_router, one_page
+from olympia.rest.responses import load_result
+from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, identifiers_page, new_router
 from olympia.rest.routes.dependencies import Scope, resolve
 from olympia.rest.routes.names import (
     check_level,
@@ -82,9 +82,7 @@ def list_tables(
     else:
         with s.route(levels) as (cat, rest, pre):
             found = sorted((*pre, *t) for t in cat.list_tables(rest))
-    page, next_token = one_page(found, page_token, page_size)
-    ids = [{"namespace": list(t[:-1]), "name": t[-1]} for t in page]
-    return json_response({"identifiers": ids, "next-page-token": next_token})
+    return identifiers_page(found, page_token, page_size)
 
 
 @router.post("/namespaces/{namespace}/tables")

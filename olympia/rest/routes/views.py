@@ -11,8 +11,8 @@ from olympia.rest.models import (
     RegisterViewRequest,
     RenameTableRequest,
 )
-from olympia.rest.responses import json_response, view_body, view_result
-from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, new_router, one_page
+from olympia.rest.responses import view_body, view_result
+from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, identifiers_page, new_router
 from olympia.rest.routes.dependencies import Scope, resolve
 from olympia.rest.routes.names import (
     check_level,
@@ -36,9 +36,7 @@ def list_views(
     levels = parse_namespace(namespace)
     with s.route(levels) as (cat, rest, pre):
         found = sorted((*pre, *v) for v in cat.list_views(rest))
-    page, next_token = one_page(found, page_token, page_size)
-    ids = [{"namespace": list(v[:-1]), "name": v[-1]} for v in page]
-    return json_response({"identifiers": ids, "next-page-token": next_token})
+    return identifiers_page(found, page_token, page_size)
 
 
 @router.post("/namespaces/{namespace}/views")
