@@ -12,12 +12,14 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Request
+from fastapi import Request, Response
 from fastapi.concurrency import contextmanager_in_threadpool
 from pyiceberg.catalog import Catalog
 from pyiceberg.typedef import Identifier
 
 from olympia.rest.errors import RestError, bad_request
+from olympia.rest.models import RenameTableRequest
+from olympia.rest.routes.names import check_level, check_namespace
 from olympia.rest.sessions import OpenTransactions
 
 #: The path parameter of the routes under ``/txn/{txn_id}/``.
@@ -200,3 +202,19 @@ class System:
         else:
             self.sessions.rollback(self.txn_id)
         return {"updated": sorted(updates), "removed": [], "missing": []}
+
+
+def rename(s: Scope, request: RenameTableRequest, kind: str) -> Response:
+    """``tables/rename`` or ``views/rename`` (``kind``: ``table`` or ``view``):
+    both names checked, and the destination in the same transaction scope as
+    the source."""
+    source_ns = check_namespace(request.source.namespace)
+    dest_ns = check_namespace(request.destination.namespace)
+    source_name = check_level("source name", request.source.name)
+    dest_name = check_level("destination name", request.destination.name)
+    with s.route(source_ns) as (cat, rest, pre):
+        if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
+            raise bad_request(f"a {kind} cannot be renamed into or out of a transaction")
+        rename_object = cat.rename_table if kind == "table" else cat.rename_view
+        rename_object((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
+    return Response(status_code=204)

@@ -25,11 +25,10 @@ from olympia.rest.models import (
 )
 from olympia.rest.responses import load_result
 from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, identifiers_page, new_router
-from olympia.rest.routes.dependencies import Scope, resolve
+from olympia.rest.routes.dependencies import Scope, rename, resolve
 from olympia.rest.routes.names import (
     check_level,
     check_metadata_location,
-    check_namespace,
     metadata_file,
     parse_namespace,
     table_identifier,
@@ -212,12 +211,4 @@ def report_metrics(
 @router.post("/tables/rename")
 @errors(commit=True)
 def rename_table(request: RenameTableRequest, s: Scope = Depends(resolve)) -> Response:
-    source_ns = check_namespace(request.source.namespace)
-    dest_ns = check_namespace(request.destination.namespace)
-    source_name = check_level("source name", request.source.name)
-    dest_name = check_level("destination name", request.destination.name)
-    with s.route(source_ns) as (cat, rest, pre):
-        if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
-            raise bad_request("a table cannot be renamed into or out of a transaction")
-        cat.rename_table((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
-    return Response(status_code=204)
+    return rename(s, request, "table")

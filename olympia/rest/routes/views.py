@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Depends, Query, Response
 
-from olympia.rest.errors import bad_request, not_found
+from olympia.rest.errors import not_found
 from olympia.rest.models import (
     CommitViewRequest,
     CreateViewRequest,
@@ -13,11 +13,10 @@ from olympia.rest.models import (
 )
 from olympia.rest.responses import view_body, view_result
 from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, identifiers_page, new_router
-from olympia.rest.routes.dependencies import Scope, resolve
+from olympia.rest.routes.dependencies import Scope, rename, resolve
 from olympia.rest.routes.names import (
     check_level,
     check_metadata_location,
-    check_namespace,
     metadata_file,
     parse_namespace,
 )
@@ -115,12 +114,4 @@ def replace_view(
 @router.post("/views/rename")
 @errors(commit=True)
 def rename_view(request: RenameTableRequest, s: Scope = Depends(resolve)) -> Response:
-    source_ns = check_namespace(request.source.namespace)
-    dest_ns = check_namespace(request.destination.namespace)
-    source_name = check_level("source name", request.source.name)
-    dest_name = check_level("destination name", request.destination.name)
-    with s.route(source_ns) as (cat, rest, pre):
-        if dest_ns[: len(pre)] != pre or (pre and len(dest_ns) <= len(pre)):
-            raise bad_request("a view cannot be renamed into or out of a transaction")
-        cat.rename_view((*rest, source_name), (*dest_ns[len(pre) :], dest_name))
-    return Response(status_code=204)
+    return rename(s, request, "view")
