@@ -4,10 +4,12 @@ rollback, export and expiration."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from olympia import maintenance, tree, validate
+from olympia.codec import CommitInfo
 from olympia.definition import FORMAT_VERSION, ISOLATION_LEVELS, build_definition
 from olympia.errors import (
     CatalogAlreadyExistsError,
@@ -137,7 +139,13 @@ class Catalog:
     # --- transactions ---------------------------------------------------------------
 
     def begin(
-        self, isolation: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+        self,
+        isolation: str | None = None,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Start a transaction at the latest version.
 
@@ -149,25 +157,48 @@ class Catalog:
         ``retries-exhausted`` only after losing ``max_attempts`` races in a
         row with nothing conflicting (spec/transactions.md §3).
 
+        ``message``, ``author`` and ``properties`` (strings; a mapping of
+        strings) are the commit metadata stored with the transaction in the
+        version that commits it and returned by :meth:`history`; they can
+        also be set later with :meth:`Transaction.set_commit_info`. Bounds:
+        message 64 KiB, author 1 KiB, 100 properties of keys up to 256 bytes
+        and values up to 4 KiB (UTF-8; spec/transactions.md §1.1).
+
         Raises:
-            InvalidArgumentError: bad ``isolation`` or ``max_attempts``.
+            InvalidArgumentError: bad ``isolation``, ``max_attempts`` or
+                commit metadata (InvalidArgumentTypeError for a value that
+                is not a string).
         """
         _check_begin(isolation, max_attempts)
+        info = CommitInfo.checked(message, author, properties)
         root = self._store.load_latest()
         return Transaction(
             self._store,
             root,
             check_isolation(isolation, root.definition),
             max_attempts=max_attempts,
+            commit_info=info,
         )
 
     def transaction(
-        self, isolation: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+        self,
+        isolation: str | None = None,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Like :meth:`begin`, for ``with cat.transaction() as txn:`` (commits
         on a clean exit, rolls back on an exception)."""
         _check_begin(isolation, max_attempts)
-        return self.begin(isolation, max_attempts=max_attempts)
+        return self.begin(
+            isolation,
+            max_attempts=max_attempts,
+            message=message,
+            author=author,
+            properties=properties,
+        )
 
     def resume(
         self,
@@ -213,6 +244,9 @@ class Catalog:
     def rollback_to(self, version: int) -> int:
         """Publish a new version equal to ``version``; return the new version number.
 
+        The new version records ``version`` as its rollback target
+        (``VersionInfo.rollback_to`` in :meth:`history`).
+
         Raises:
             VersionNotFoundError: ``version`` does not exist or was expired.
             InvalidArgumentError: ``version`` is not an integer in [0, 2**63).
@@ -254,17 +288,24 @@ class Catalog:
         keep_last: int | None = None,
         grace_seconds: float = 3600.0,
         allow_short_grace: bool = False,
+        dry_run: bool = False,
     ) -> ExpireResult:
         """Move the oldest-version floor and delete unreachable files.
 
-        Keeps every version created at or after ``older_than`` and the last
-        ``keep_last`` versions (with neither, keeps only the latest), every
-        version pinned by an export or a running rollback, and everything
-        open distributed transactions need. Files created less than
-        ``grace_seconds`` before this call started are never deleted, since
-        they may belong to a commit in flight; older temporary files of
-        killed writers and lapsed pins are removed. A run killed at any point
-        is completed by the next one (spec/transactions.md §8.3).
+        Keeps every version created at or after ``older_than`` (and the one
+        in effect at that moment) and the last ``keep_last`` versions. With
+        neither, the catalog definition's retention decides (spec/format.md
+        §7): every version created less than ``expire_max_age_millis`` (five
+        days by default) before this call, the one in effect at that moment,
+        and at least the newest ``expire_min_versions`` (1 by default); so
+        ``expire_versions()`` is ``expire_versions(older_than=now - max age,
+        keep_last=min versions)``. Also kept: every version pinned by an
+        export or a running rollback, and everything open distributed
+        transactions need. Files created less than ``grace_seconds`` before
+        this call started are never deleted, since they may belong to a
+        commit in flight; older temporary files of killed writers and lapsed
+        pins are removed. A run killed at any point is completed by the next
+        one (spec/transactions.md §8.3).
 
         ``grace_seconds`` must be at least twice the catalog's commit time
         limit (five minutes unless the catalog was created with another
@@ -272,11 +313,18 @@ class Catalog:
         beside writers (spec/transactions.md §8.5). ``allow_short_grace``
         lifts that check, for a catalog nobody writes to meanwhile.
 
+        ``dry_run`` writes and deletes nothing: the result tells what a run
+        now would do (``expired_versions``, the ``deleted_*`` counts, and
+        every file in ``paths``). Distributed transactions past their TTL
+        are listed in ``dropped_transactions``; a real run first publishes
+        one version that drops them, so its own figures count that version.
+
         Raises:
             InvalidArgumentError: ``older_than`` is not a timezone-aware
                 datetime, ``keep_last`` not a positive integer,
                 ``grace_seconds`` not a finite number >= 0, or shorter than
-                twice the commit time limit without ``allow_short_grace``.
+                twice the commit time limit without ``allow_short_grace``,
+                ``dry_run`` or ``allow_short_grace`` not a bool.
             CorruptCatalogError: a kept file is missing or damaged, or a pin
                 or export record cannot be read (the error names it and how
                 to fix it); nothing is deleted then.
@@ -286,25 +334,36 @@ class Catalog:
             validate.require_int("keep_last", keep_last, 1, MAX_VERSION + 1)
         validate.require_seconds("grace_seconds", grace_seconds)
         validate.require_bool("allow_short_grace", allow_short_grace)
+        validate.require_bool("dry_run", dry_run)
         # Before anything that decides what is kept is read (§8.3 step 0).
-        started = time.time() * 1000
+        started = maintenance.expiration_clock_millis()
         if not allow_short_grace:
             maintenance.check_grace(self._store, grace_seconds)
         listed = self.list_transactions(include_expired=True)
         now = time.time() * 1000
         expired = [t.id for t in listed if t.expires_at_millis < now]
-        if expired:  # past their TTL: nobody may resume them any more
+        if expired and not dry_run:  # past their TTL: nobody may resume them any more
             drop_transaction_objects(self._store, expired)
         open_txns = {t.id: t.begin_version for t in listed if t.expires_at_millis >= now}
         return maintenance.expire_versions(
-            self._store, older_than, keep_last, started - grace_seconds * 1000, open_txns
+            self._store,
+            older_than,
+            keep_last,
+            started - grace_seconds * 1000,
+            open_txns,
+            started_millis=started,
+            dry_run=dry_run,
+            dropped_transactions=expired,
         )
 
     def fsck(self) -> FileCheck:
         """Check the catalog's files (spec/transactions.md §8.3): every file a
         kept version, a pin or an open distributed transaction needs is present
-        and undamaged; the result also lists the orphans, files nothing kept
-        needs."""
+        and undamaged (a damaged or missing root of a kept version is listed
+        under ``damaged`` or ``missing`` like any file); the result also lists
+        the state files of finished distributed transactions, which the next
+        expiration removes (``awaiting_expiration``), and the orphans, files
+        nothing kept needs."""
         return maintenance.check_files(self._store)
 
     # --- lifecycle -------------------------------------------------------------------

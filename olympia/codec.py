@@ -17,14 +17,16 @@ import operator
 import re
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import pyarrow as pa
 
-from olympia.errors import CorruptCatalogError
+from olympia.errors import CorruptCatalogError, InvalidArgumentError, InvalidArgumentTypeError
 from olympia.layout import MAX_VERSION, parse_inline_ref
 from olympia.node import DefRef, Node, Value
+from olympia.proto import actions_pb2 as apb
 
 #: A node file whose column data (the ``nbytes`` of its four Arrow columns)
 #: is smaller than this is written without IPC buffer compression, whatever
@@ -72,9 +74,19 @@ K_ISOLATION = "$isolation"
 K_SERIALIZED_BEFORE = "$serialized_before"
 K_ACTIONS = "$actions"
 K_GROUP = "$group"
+K_ROLLBACK_TO_VERSION = "$rollback_to_version"
+K_COMMIT_INFO = "$commit_info"
 #: Prefix of the system keys of inline nodes: ``$node.0``, ``$node.1``, ...
 K_NODE_PREFIX = "$node."
-_INT_KEYS = {K_CREATED_AT, K_HEIGHT, K_N_KEYS, K_VERSION, K_N_ACTIONS, K_BEGIN_VERSION}
+_INT_KEYS = {
+    K_CREATED_AT,
+    K_HEIGHT,
+    K_N_KEYS,
+    K_VERSION,
+    K_N_ACTIONS,
+    K_BEGIN_VERSION,
+    K_ROLLBACK_TO_VERSION,
+}
 _TEXT_KEYS = {
     K_ACTIONS,
     K_PREVIOUS_ROOT,
@@ -95,6 +107,8 @@ _ROOT_ONLY_KEYS = _ROOT_KEYS | {
     K_SERIALIZED_BEFORE,
     K_ACTIONS,
     K_GROUP,
+    K_ROLLBACK_TO_VERSION,
+    K_COMMIT_INFO,
 }
 #: Upper bounds of integer system values; the default is MAX_VERSION.
 _INT_MAX = {K_CREATED_AT: 253_402_300_799_999}  # 9999-12-31T23:59:59.999Z
@@ -119,6 +133,143 @@ def transaction_ids(first: str, group: Sequence[GroupEntry]) -> tuple[str, ...]:
     """The ids of a version's transactions: its ``$group`` entries', or the
     one transaction it names when it has no ``$group``."""
     return tuple(e.transaction_id for e in group) if group else (first,)
+
+
+#: Bounds of commit metadata (spec/format.md §3.7), in UTF-8 bytes: writers
+#: refuse larger values before anything is written; readers take what they find.
+COMMIT_MESSAGE_MAX_BYTES = 64 * 1024
+COMMIT_AUTHOR_MAX_BYTES = 1024
+COMMIT_PROPERTIES_MAX = 100
+COMMIT_PROPERTY_KEY_MAX_BYTES = 256
+COMMIT_PROPERTY_VALUE_MAX_BYTES = 4096
+
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The commit metadata of one transaction: a message, an author and
+    string properties (spec/format.md §3.7). ``None`` means not given; an
+    empty string is a value."""
+
+    message: str | None = None
+    author: str | None = None
+    properties: Mapping[str, str] = field(default_factory=lambda: _NO_PROPERTIES)
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is given (such metadata is not stored)."""
+        return self.message is None and self.author is None and not self.properties
+
+    def to_proto(self, transaction_id: str = "") -> apb.CommitInfo:
+        info = apb.CommitInfo(transaction_id=transaction_id, properties=dict(self.properties))
+        if self.message is not None:
+            info.message = self.message
+        if self.author is not None:
+            info.author = self.author
+        return info
+
+    @staticmethod
+    def from_proto(info: apb.CommitInfo) -> CommitInfo:
+        return CommitInfo(
+            info.message if info.HasField("message") else None,
+            info.author if info.HasField("author") else None,
+            MappingProxyType(dict(sorted(info.properties.items()))),
+        )
+
+    @staticmethod
+    def checked(
+        message: object = None, author: object = None, properties: object = None
+    ) -> CommitInfo:
+        """Commit metadata from arguments ``message``, ``author`` and
+        ``properties``, within the bounds above.
+
+        Raises:
+            InvalidArgumentTypeError: a value is not a string (``properties``:
+                not a mapping of strings to strings).
+            InvalidArgumentError: a value is too long, or not encodable as
+                UTF-8; an empty property key; too many properties.
+        """
+        _commit_text("message", message, COMMIT_MESSAGE_MAX_BYTES)
+        _commit_text("author", author, COMMIT_AUTHOR_MAX_BYTES)
+        props: dict[str, str] = {}
+        if properties is not None:
+            if not isinstance(properties, Mapping):
+                raise InvalidArgumentTypeError(
+                    f"argument 'properties' must be a mapping of strings to strings or None, "
+                    f"got {type(properties).__name__}"
+                )
+            if len(properties) > COMMIT_PROPERTIES_MAX:
+                raise InvalidArgumentError(
+                    f"argument 'properties' holds {len(properties)} commit properties; at most "
+                    f"{COMMIT_PROPERTIES_MAX} are allowed"
+                )
+            for key, value in properties.items():
+                _commit_text("properties", key, COMMIT_PROPERTY_KEY_MAX_BYTES, "key")
+                if not key:
+                    raise InvalidArgumentError("argument 'properties' has an empty key")
+                _commit_text("properties", value, COMMIT_PROPERTY_VALUE_MAX_BYTES, f"{key!r}")
+                props[key] = value
+        return CommitInfo(
+            message,  # type: ignore[arg-type]  # checked above
+            author,  # type: ignore[arg-type]
+            MappingProxyType(dict(sorted(props.items()))) if props else _NO_PROPERTIES,
+        )
+
+
+def _commit_text(argument: str, value: object, limit: int, what: str = "") -> None:
+    """Check one text of commit metadata (None passes, except as a property)."""
+    where = f"argument {argument!r}" + (f" ({what})" if what else "")
+    if value is None and not what:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(
+            f"{where} must be a string{'' if what else ' or None'}, got {type(value).__name__}"
+        )
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{where} holds a lone surrogate (not UTF-8)") from None
+    if size > limit:
+        raise InvalidArgumentError(f"{where} is {size} bytes of UTF-8; at most {limit} are allowed")
+
+
+def encode_commit_infos(infos: Iterable[tuple[str, CommitInfo | None]]) -> bytes | None:
+    """The value of ``$commit_info`` for the (transaction id, metadata) pairs
+    of a version, in serial order; None when none has any (no row then)."""
+    entries = [
+        info.to_proto(txn_id) for txn_id, info in infos if info is not None and not info.empty
+    ]
+    if not entries:
+        return None
+    return apb.VersionCommitInfo(transactions=entries).SerializeToString(deterministic=True)
+
+
+def _commit_infos(
+    data: bytes, root: RootInfo, bad: Callable[[str], CorruptCatalogError]
+) -> tuple[tuple[str, CommitInfo], ...]:
+    """The entries of ``$commit_info``, checked against the root's transactions."""
+    try:
+        value = apb.VersionCommitInfo.FromString(data)
+    except Exception as exc:  # DecodeError, or text that is not UTF-8
+        raise bad(f"{K_COMMIT_INFO} is not a VersionCommitInfo ({type(exc).__name__})") from None
+    order = {txn_id: i for i, txn_id in enumerate(root.transaction_ids)}
+    out: list[tuple[str, CommitInfo]] = []
+    last = -1
+    for entry in value.transactions:
+        position = order.get(entry.transaction_id)
+        if position is None:
+            raise bad(
+                f"{K_COMMIT_INFO} names transaction {entry.transaction_id[:80]!r}, which the "
+                f"version does not hold"
+            )
+        if position <= last:
+            raise bad(f"{K_COMMIT_INFO} names its transactions out of order or twice")
+        last = position
+        out.append((entry.transaction_id, CommitInfo.from_proto(entry)))
+    if not out:
+        raise bad(f"{K_COMMIT_INFO} holds no entry")
+    return tuple(out)
 
 
 _GROUP_ENTRY = re.compile(
@@ -157,6 +308,12 @@ class RootInfo:
     #: one (group commit), in serial order; empty for a version of one
     #: transaction (spec/format.md §3.2, ``$group``).
     group: tuple[GroupEntry, ...] = ()
+    #: Rollback roots: the version whose tree this one restored
+    #: (``$rollback_to_version``; None in roots written before it existed).
+    rollback_to_version: int | None = None
+    #: The commit metadata of the version's transactions that have any, in
+    #: serial order: (transaction id, metadata) (``$commit_info``, §3.7).
+    commit_infos: tuple[tuple[str, CommitInfo], ...] = ()
 
     @property
     def n_actions(self) -> int:
@@ -253,6 +410,10 @@ def encode_node(
             system(K_PREVIOUS_ROOT, root.previous_root.encode())
         if root.rollback_from_root is not None:
             system(K_ROLLBACK_FROM_ROOT, root.rollback_from_root.encode())
+        if root.rollback_to_version is not None:
+            if root.rollback_from_root is None:
+                raise ValueError("a rollback target needs a rollback root")
+            system(K_ROLLBACK_TO_VERSION, str(root.rollback_to_version).encode())
         if root.begin_version is not None:
             system(K_BEGIN_VERSION, str(root.begin_version).encode())
         if root.isolation:
@@ -263,6 +424,9 @@ def encode_node(
             if format_version < 2:
                 raise ValueError("a version of several transactions needs format version 2")
             system(K_GROUP, ",".join(e.encode() for e in root.group).encode())
+        commit_info = encode_commit_infos(root.commit_infos)
+        if commit_info is not None:
+            system(K_COMMIT_INFO, commit_info)
         if root.inline_nodes and format_version < 2:
             raise ValueError("inline nodes need format version 2")
         for i, blob in enumerate(root.inline_nodes):
@@ -369,6 +533,34 @@ def _group(
     if sum(e.n_actions for e in entries) != root.n_actions:
         raise bad(f"the action counts of {K_GROUP} do not add up to $n_actions")
     return tuple(entries)
+
+
+def _check_inline_refs(
+    kids: Sequence[str],
+    root_version: int | None,
+    path: str,
+    bad: Callable[[str], CorruptCatalogError],
+) -> None:
+    """Refuse an inline node reference to a version later than the one whose
+    root this node is (``root_version``) or carries it (``path`` is then the
+    node's own reference): a version's tree is built before any later version
+    exists, so such a reference could only serve another version's data
+    (spec/format.md §3.6). A node file does not say which version wrote it,
+    so its references are not checked here."""
+    carrier = root_version
+    if carrier is None:
+        own = parse_inline_ref(path)
+        if own is None:
+            return
+        carrier = own[0]
+    for c in kids:
+        if c.startswith("vn/"):
+            ref = parse_inline_ref(c)
+            if ref is not None and ref[0] > carrier:
+                raise bad(
+                    f"child {c!r} names an inline node of version {ref[0]}, later than "
+                    f"version {carrier}, whose tree this node is part of"
+                )
 
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
@@ -612,6 +804,8 @@ def decode_node(data: bytes, path: str) -> NodeFile:
                         f"child {c[:80]!r} is not a path in node/ or an inline node reference"
                     )
         node = Node(height=height, keys=node_keys, children=tuple(kids))
+        if version >= 2:
+            _check_inline_refs(kids, ints.get(K_VERSION), path, bad)
 
     root: RootInfo | None = None
     if is_root:
@@ -621,6 +815,11 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             if action_key is None or action is None:
                 raise bad("action row without key or value")
             actions.append((action_key, action))
+        begin = ints.get(K_BEGIN_VERSION)
+        if begin is not None and begin >= ints[K_VERSION]:
+            # Conflict checks examine the versions above it: one too high
+            # would hide conflicts (spec/format.md §3.2, "What readers check").
+            raise bad(f"{K_BEGIN_VERSION} {begin} is not below $version {ints[K_VERSION]}")
         root = RootInfo(
             version=ints[K_VERSION],
             catalog_def=system[K_CATALOG_DEF],
@@ -638,7 +837,18 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             if version < 2:
                 raise bad(f"{K_GROUP} in a format version {version} file")
             root = dataclasses.replace(root, group=_group(texts[K_GROUP], root, bad))
-    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF}
+        target = ints.get(K_ROLLBACK_TO_VERSION)
+        if target is not None:
+            if root.rollback_from_root is None:
+                raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
+            if target >= root.version:
+                raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
+            root = dataclasses.replace(root, rollback_to_version=target)
+        if K_COMMIT_INFO in system:
+            root = dataclasses.replace(
+                root, commit_infos=_commit_infos(system[K_COMMIT_INFO], root, bad)
+            )
+    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF, K_COMMIT_INFO}
     extra = {k: v for k, v in system.items() if k not in known}
     inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
     if inline:
@@ -679,9 +889,6 @@ def encode_actions(
         ValueError: ``actions`` does not yield ``count`` items.
     """
     schema = SCHEMA.with_metadata({META_MAGIC: ACTIONS_MAGIC, META_VERSION: b"2"})
-    options = pa.ipc.IpcWriteOptions(
-        compression=None if compression in (None, "none") else compression
-    )
     sink = pa.BufferOutputStream()
     written = 0
 
@@ -697,7 +904,8 @@ def encode_actions(
             schema=schema,
         )
 
-    with pa.ipc.new_file(sink, schema, options=options) as writer:
+    def batches() -> Iterator[pa.RecordBatch]:
+        nonlocal written
         keys = [k.encode() for k in (K_CREATED_AT, K_TRANSACTION_ID, K_N_ACTIONS)]
         values = [str(created_at_millis).encode(), transaction_id.encode(), str(count).encode()]
         for key, value in actions:
@@ -705,10 +913,24 @@ def encode_actions(
             values.append(value)
             written += 1
             if len(keys) >= ACTION_BATCH_ROWS:
-                writer.write_batch(batch(keys, values))
+                yield batch(keys, values)
                 keys, values = [], []
         if keys:
-            writer.write_batch(batch(keys, values))
+            yield batch(keys, values)
+
+    parts = batches()
+    first = next(parts)  # never empty: it starts with the system rows
+    # The rule of node files (spec/format.md §3, §3.5): compressed only from
+    # 64 KiB of column data. A file of more than one batch has a full first
+    # batch, whose offsets alone are past that, so the first batch decides.
+    codec = None if compression in (None, "none") else compression
+    if _data_size(first.columns) < COMPRESSION_MIN_BYTES:
+        codec = None
+    options = pa.ipc.IpcWriteOptions(compression=codec)
+    with pa.ipc.new_file(sink, schema, options=options) as writer:
+        writer.write_batch(first)
+        for part in parts:
+            writer.write_batch(part)
     if written != count:
         raise ValueError(f"encode_actions was promised {count} actions and got {written}")
     return bytes(sink.getvalue().to_pybytes())

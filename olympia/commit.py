@@ -23,7 +23,7 @@ from typing import Protocol
 
 from olympia import group, layout, tree
 from olympia.actions import ActionLog
-from olympia.codec import GroupEntry
+from olympia.codec import CommitInfo, GroupEntry
 from olympia.conflicts import ConflictChecker, Footprint, footprint_of, judge_by_merge, sees
 from olympia.definition import ISOLATION_LEVELS
 from olympia.distributed import claimed_error, object_value
@@ -41,6 +41,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogReader, CatalogVersion
 from olympia.state import OverlayState
+from olympia.storage.hostlock import HostLock
 from olympia.store import CatalogStore, ChainLink, ChainOutcome, PreparedActions, Root
 
 #: Publish attempts of one commit (spec/transactions.md §3). Every lost race
@@ -48,6 +49,9 @@ from olympia.store import CatalogStore, ChainLink, ChainOutcome, PreparedActions
 DEFAULT_MAX_ATTEMPTS = 100
 #: Lost races in a row retried without any pause (spec/transactions.md §3).
 _FREE_RETRIES = 4
+#: Roots read with the put of a retry on remote storage (:attr:`Commit.read_along`):
+#: the one it puts and the four above, one round of the probe for the latest.
+_RETRY_READ_ALONG = 5
 #: Attempts in a row that may pass the commit time limit before a commit
 #: fails with CommitTimeoutError (spec/transactions.md §8.5).
 _TIMEOUTS_ALLOWED = 1
@@ -60,14 +64,16 @@ GROUP_COMMIT = True
 _GROUP_WINDOW = 64
 #: Rounds of requests one holder publishes before it lets the lock go: the
 #: writers it answered often leave their next transaction meanwhile.
-_GROUP_ROUNDS = 4
-#: How long a holder waits between rounds for the writers it answered to
-#: leave their next requests (seconds).
+_GROUP_ROUNDS = 8
+#: How long a holder waits for requests it expects (seconds): before
+#: publishing, those of the writers published with it last time; between
+#: rounds, the next one of a writer it just refused (§3.2 items 2 and 4).
 _GROUP_GATHER_SECONDS = 0.002
 
 #: One transaction of a version being built by group commit: its ``$group``
-#: entry, its footprint, and what yields its encoded actions.
-_Member = tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]]]
+#: entry, its footprint, what yields its encoded actions, and its commit
+#: metadata.
+_Member = tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]], CommitInfo | None]
 
 
 class ContentMerge(Protocol):
@@ -130,6 +136,13 @@ class Commit:
     outgoing edges of §4.2) and ``known`` every footprint loaded so far.
     """
 
+    #: Roots read together with the put of an attempt on remote storage,
+    #: from the version it puts up (§3 step 5): a first attempt reads that
+    #: version's root, so that losing needs no further read of the winner's;
+    #: after a lost race, the next ones too, which are the probe for the
+    #: latest version should it lose again.
+    read_along: int = 1
+
     def __init__(
         self,
         store: CatalogStore,
@@ -145,11 +158,13 @@ class Commit:
         merge: ContentMerge | None = None,
         own: str | None = None,
         written_since: int | None = None,
+        commit_info: CommitInfo | None = None,
     ) -> None:
         """``actions`` are the transaction's, ``state`` their replay on
         ``begin``. ``own`` is the key of a distributed transaction's catalog
         object (§6.4), ``written_since`` the creation time of a file written
-        before the commit that the version depends on (§8.5)."""
+        before the commit that the version depends on (§8.5), ``commit_info``
+        the metadata published with it (format.md §3.7)."""
         self.store = store
         self.begin = begin.version
         self.id = txn_id
@@ -161,6 +176,7 @@ class Commit:
         self.merge = merge
         self.own = own
         self.written_since = written_since
+        self.commit_info = commit_info
         #: The base of the next attempt; a distributed transaction's catalog
         #: object lives in a later version than its begin version.
         self.target = store.load_latest() if own is not None else begin
@@ -217,6 +233,7 @@ class Commit:
         finally:
             if self.member is not None:
                 self.member.withdraw()
+                self.member.close()
 
     def _attempt(self) -> _Outcome:
         """One attempt: one base, one root put (§3 step 2, §3.1)."""
@@ -225,7 +242,8 @@ class Commit:
         # lock, after waiting for it, the base is brought up to the latest
         # version before the rebase; the lock is let go once the root is
         # in place.
-        lock = store.storage.publish_lock(self._catch_up)
+        lock = store.storage.publish_lock(_Waiting(self))
+        release = _releaser(lock, store.storage.group_dir() if lock.held else None)
         try:
             if self.member is not None:
                 # A holder answers before it lets the lock go (§3.2).
@@ -251,11 +269,25 @@ class Commit:
                 # Local storage: an existence check costs far less than
                 # encoding and writing node files for a version already taken.
                 return "lost", target.version + 1
-            if holder is not None and holder.waiting():
-                return self._put_with_group(holder, new_root, serialized_before)
-            return self._put(new_root, serialized_before, lock.release)
+            if holder is not None:
+                # The writers published with this one last time, or in the
+                # latest version, were answered together and are beginning
+                # their next transactions: a moment's wait puts them in this
+                # version rather than each in one of its own (§3.2 item 2).
+                companions = max(
+                    group.companions(holder.folder), len(target.info.transaction_ids) - 1
+                )
+                if companions:
+                    try:
+                        holder.wait_for_requests(_GROUP_GATHER_SECONDS, companions)
+                    finally:
+                        holder.close_bell()
+                if holder.waiting():
+                    return self._put_with_group(holder, new_root, serialized_before)
+                group.note_companions(holder.folder, 0)
+            return self._put(new_root, serialized_before, release)
         finally:
-            lock.release()
+            release()
 
     def _after_lost_race(self, attempt: int, lost: int) -> None:
         """§3 step 5: the pause (after ``_FREE_RETRIES`` lost races in a row)
@@ -268,6 +300,7 @@ class Commit:
         # more in a row, find the latest version first, so as not to
         # keep losing to writers that started later.
         self.target = self.store.load_after_lost_race(lost, probe=attempt > 1)
+        self.read_along = _RETRY_READ_ALONG
 
     def _count_timeout(self, exc: CommitTimeoutError) -> None:
         """One more attempt that passed the commit time limit; raise ``exc``
@@ -465,6 +498,8 @@ class Commit:
                 serialized_before=serialized_before,
                 after_put=release,
                 written_since=self.written_since,
+                commit_info=self.commit_info,
+                read_along=self.read_along,
             )
         except CommitConflictError as exc:
             if exc.rule != "version-taken":
@@ -561,7 +596,13 @@ class Commit:
         base_id = self.store.load_root(self.checked).info.transaction_id
         return member.ask(
             group.Request(
-                self.id, self.begin, self.checked, self.isolation, tuple(self.actions), base_id
+                self.id,
+                self.begin,
+                self.checked,
+                self.isolation,
+                tuple(self.actions),
+                base_id,
+                self.commit_info,
             )
         )
 
@@ -573,15 +614,28 @@ class Commit:
         """Holding the publish lock with requests waiting: this transaction
         first, then the requests, in one version (§3.2), and more rounds."""
         target = self.target
+        info = self.commit_info
         mine = ChainLink(
-            self.id, new_root, self.encoded, self.begin, self.isolation, tuple(serialized_before)
+            self.id,
+            new_root,
+            self.encoded,
+            self.begin,
+            self.isolation,
+            tuple(serialized_before),
+            commit_infos=((self.id, info),) if info is not None and not info.empty else (),
         )
-        leader = _Leader(self.store, self.keys, self.id, self.actions.encoded)
+        leader = _Leader(self.store, self.keys, self.id, self.actions.encoded, info)
         try:
             outcome, links = leader.lead_round(holder, target, (mine, self._footprint()))
-            if outcome.published and len(outcome.published) == links:
-                leader.lead(holder, outcome.published[-1], _GROUP_ROUNDS - 1)
+            published = outcome.published
+            group.note_companions(
+                holder.folder,
+                sum(len(r.info.transaction_ids) for r in published) - len(published),
+            )
+            if published and len(published) == links:
+                leader.lead(holder, published[-1], _GROUP_ROUNDS - 1)
         finally:
+            leader.refuse_all(holder)
             holder.tidy()
         if outcome.published:
             return "published", outcome.published[0].version
@@ -596,6 +650,41 @@ class Commit:
         return "lost", target.version + 1
 
 
+def _releaser(lock: HostLock, folder: str | None) -> Callable[[], None]:
+    """What lets ``lock`` go (idempotent): then, when there is a group-commit
+    folder, it wakes the writers whose requests wait there, so that they try
+    the lock rather than sleep until a thread blocked in ``flock`` gets it
+    (§3.1 item 2)."""
+    done = False
+
+    def release() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            lock.release()
+            if folder is not None:
+                group.ring_waiters(folder)
+
+    return release
+
+
+class _Waiting:
+    """What a writer does while it waits for the publish lock (§3.1), and
+    what wakes it: the FIFO its group-commit request is answered through, so
+    that it sleeps until the holder answered instead of looking every
+    millisecond (:class:`olympia.storage.hostlock.Waiting`)."""
+
+    def __init__(self, commit: Commit) -> None:
+        self._commit = commit
+
+    def __call__(self) -> None:
+        self._commit._catch_up()
+
+    def wake_fd(self) -> int | None:
+        member = self._commit.member
+        return member.wake_fd() if member is not None else None
+
+
 class _Leader:
     """The holder's side of group commit (spec/transactions.md §3.2): holding
     the publish lock, it publishes the requests the other writers of this
@@ -608,24 +697,50 @@ class _Leader:
         keys: KeyCodec,
         txn_id: str,
         own_actions: Callable[[], Iterator[tuple[str, bytes]]],
+        own_info: CommitInfo | None = None,
     ) -> None:
         self.store = store
         self.keys = keys
         self.id = txn_id
         self.own_actions = own_actions
+        self.own_info = own_info
+        #: Requests claimed and not admitted whose answer is held back: one
+        #: is refused after each round (its writer begins again on what the
+        #: round published), the rest when the turn ends (§3.2 item 4).
+        self.held_back: list[str] = []
 
     def lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
         """Holding the publish lock, after publishing ``last``: publish the
         transactions other writers of this host left meanwhile, for at most
         ``rounds`` more rounds (spec/transactions.md §3.2)."""
         for _ in range(rounds):
-            # The writers just answered are beginning their next transactions:
-            # give them a moment to leave them rather than a turn of their own.
-            holder.wait_for_requests(_GROUP_GATHER_SECONDS)
+            if not holder.waiting():
+                if not self.held_back and not self.refused_one:
+                    # Only requests already there: the writers just answered,
+                    # this one's among them, begin their next transactions
+                    # together and meet in the next version, whoever holds
+                    # the lock then.
+                    return
+                # A writer just refused begins again on the latest version:
+                # its next request is worth a moment's wait.
+                holder.wait_for_requests(_GROUP_GATHER_SECONDS, 1)
+                if not holder.waiting():
+                    return
             outcome, links = self.lead_round(holder, last)
-            if not links or len(outcome.published) < links:
+            if links and len(outcome.published) < links:
                 return
-            last = outcome.published[-1]
+            if outcome.published:
+                last = outcome.published[-1]
+
+    #: Whether the last round refused a held-back request.
+    refused_one = False
+
+    def refuse_all(self, holder: group.Holder) -> None:
+        """Refuse every request held back (before the lock is let go)."""
+        held, self.held_back = self.held_back, []
+        holder.send_refusals()
+        for txn_id in held:
+            holder.refuse(txn_id)
 
     def lead_round(
         self,
@@ -661,61 +776,78 @@ class _Leader:
                 entry = GroupEntry(
                     own.transaction_id, own.begin_version, own.isolation, own.actions.count
                 )
-                members.append((entry, footprint, self.own_actions))
+                members.append((entry, footprint, self.own_actions, self.own_info))
             else:  # a large transaction's actions stay in their own action file
                 links.append(own)
         version = last.version + 1 + len(links)
-        for txn_id, request in holder.claim(self.id):
-            if request is None:
-                holder.refuse(txn_id)
-                continue
-            log = ActionLog()
-            for action in request.actions:
-                log.append(action)
-            footprint = log.footprint(version, request.begin)
-            try:
-                state = self._admit(
-                    request, log, footprint, tip, last, pending, [m[1] for m in members]
-                )
-                if state is None:
-                    holder.refuse(txn_id)
-                    continue
-                new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
-            except Exception:  # a node that cannot be read, say: its owner publishes it
-                holder.refuse(txn_id)
-                continue
-            members.append(
-                (
-                    GroupEntry(txn_id, request.begin, request.isolation, len(log)),
-                    footprint,
-                    log.encoded,
-                )
-            )
-            pending.append((txn_id, footprint))
-            tip = Root(version, new_tree, last.info, definition, last.created_at_millis)
-        if members:
-            links.append(self._group_link(members, tip.node, definition, own))
-        outcome = ChainOutcome()
-        if not links:
-            return outcome, 0
+        # Refusals are sent once the version is published (or not): a writer
+        # refused because of what this version holds then finds it at once
+        # when it rebases (§3.2 item 4).
+        holder.defer_refusals()
         try:
-            outcome = store.publish_chain(last, links)
-        except Exception:
-            if own is not None:
-                raise
-            return outcome, len(links)  # every outcome unknown: left to the owners
-        done = len(outcome.published)
-        for i, link in enumerate(links):
-            for txn_id in link.transaction_ids:
-                if txn_id == self.id:
-                    continue
-                if i < done:
-                    holder.publish(
-                        txn_id, outcome.published[i].version, outcome.published[-1].version
-                    )
-                elif i > done or not outcome.unknown:
+            for txn_id, request in holder.claim(self.id):
+                if request is None:
                     holder.refuse(txn_id)
-        return outcome, len(links)
+                    continue
+                log = ActionLog()
+                for action in request.actions:
+                    log.append(action)
+                footprint = log.footprint(version, request.begin)
+                try:
+                    state = self._admit(
+                        request, log, footprint, tip, last, pending, [m[1] for m in members]
+                    )
+                    if state is None:
+                        # Its writer would begin again at once, as would every
+                        # other one refused with it, and all but one would
+                        # collide again: held back, they begin one at a time.
+                        self.held_back.append(txn_id)
+                        continue
+                    new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
+                except Exception:  # a node that cannot be read, say: its owner publishes it
+                    holder.refuse(txn_id)
+                    continue
+                members.append(
+                    (
+                        GroupEntry(txn_id, request.begin, request.isolation, len(log)),
+                        footprint,
+                        log.encoded,
+                        request.commit_info,
+                    )
+                )
+                pending.append((txn_id, footprint))
+                tip = Root(version, new_tree, last.info, definition, last.created_at_millis)
+            if members:
+                links.append(self._group_link(members, tip.node, definition, own))
+            outcome = ChainOutcome()
+            if not links:
+                return outcome, 0
+            try:
+                outcome = store.publish_chain(last, links)
+            except Exception:
+                if own is not None:
+                    raise
+                return outcome, len(links)  # every outcome unknown: left to the owners
+            done = len(outcome.published)
+            for i, link in enumerate(links):
+                for txn_id in link.transaction_ids:
+                    if txn_id == self.id:
+                        continue
+                    if i < done:
+                        holder.publish(
+                            txn_id,
+                            outcome.published[i].version,
+                            outcome.published[-1].version,
+                            len(link.transaction_ids),
+                        )
+                    elif i > done or not outcome.unknown:
+                        holder.refuse(txn_id)
+            return outcome, len(links)
+        finally:
+            holder.send_refusals()
+            self.refused_one = bool(self.held_back)
+            if self.held_back:
+                holder.refuse(self.held_back.pop(0))
 
     def _group_link(
         self,
@@ -748,6 +880,9 @@ class _Leader:
             if own is not None and own.transaction_id == head.transaction_id
             else (),
             entries if len(entries) > 1 else (),
+            tuple(
+                (m[0].transaction_id, m[3]) for m in members if m[3] is not None and not m[3].empty
+            ),
         )
 
     def _admit(

@@ -25,10 +25,17 @@ DEFAULTS: dict[str, Any] = {
     "default_isolation": "snapshot",
     "distributed_txn_ttl_millis": 24 * 3600 * 1000,
     "commit_time_limit_millis": 300_000,
+    "expire_max_age_millis": 5 * 24 * 3600 * 1000,
+    "expire_min_versions": 1,
 }
 #: The commit time limit of a catalog whose definition has none (written
 #: before the field existed): spec/transactions.md §8.5.
 DEFAULT_COMMIT_TIME_LIMIT_MILLIS = 300_000
+#: The retention of expiration without options (spec/transactions.md §8.3)
+#: in a catalog whose definition has none: versions younger than five days,
+#: and at least the newest one, are kept.
+DEFAULT_EXPIRE_MAX_AGE_MILLIS = 5 * 24 * 3600 * 1000
+DEFAULT_EXPIRE_MIN_VERSIONS = 1
 _RANGES = {
     "format_version": (1, FORMAT_VERSION),
     "namespace_name_max_size": (1, 1024),
@@ -38,10 +45,14 @@ _RANGES = {
     "inline_value_max_bytes": (0, 1 << 30),
     "distributed_txn_ttl_millis": (1, 1 << 62),
     "commit_time_limit_millis": (1, 1 << 62),
+    "expire_max_age_millis": (1, 1 << 62),
+    "expire_min_versions": (1, 1 << 62),
 }
 #: Fields a stored definition may leave absent (zero): they postdate catalogs
 #: that are still read, and zero stands for a documented default.
-_ABSENT_MEANS_DEFAULT = frozenset({"commit_time_limit_millis"})
+_ABSENT_MEANS_DEFAULT = frozenset(
+    {"commit_time_limit_millis", "expire_max_age_millis", "expire_min_versions"}
+)
 _CHOICES = {
     "node_compression": ("none", "zstd", "lz4"),
     "default_isolation": ("snapshot", "serializable"),
@@ -86,6 +97,15 @@ def build_definition(options: Mapping[str, Any]) -> CatalogDefinition:
 def commit_time_limit_millis(definition: CatalogDefinition) -> int:
     """The catalog's commit time limit ``L`` (spec/transactions.md §8.5)."""
     return int(definition.commit_time_limit_millis) or DEFAULT_COMMIT_TIME_LIMIT_MILLIS
+
+
+def expire_retention(definition: CatalogDefinition) -> tuple[int, int]:
+    """``(max age in milliseconds, minimum versions)``: what expiration
+    without options keeps (spec/transactions.md §8.3, spec/format.md §7)."""
+    return (
+        int(definition.expire_max_age_millis) or DEFAULT_EXPIRE_MAX_AGE_MILLIS,
+        int(definition.expire_min_versions) or DEFAULT_EXPIRE_MIN_VERSIONS,
+    )
 
 
 def stored_definition_problem(definition: CatalogDefinition) -> str | None:

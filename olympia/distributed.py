@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, cast
 
 from olympia import layout, tree
 from olympia.actions import ActionLog
+from olympia.codec import CommitInfo
 from olympia.conflicts import footprint_of
 from olympia.definition import key_codec
 from olympia.errors import (
@@ -108,17 +109,30 @@ class Steps:
         #: whose outcome is unknown (written again, unchanged, by a retry).
         self.pending_record: pb.DistributedTransaction | None = None
         self.unsettled: tuple[bytes, int] | None = None
+        #: The commit metadata the steps written or read hold (§6.1).
+        self.stored_info: CommitInfo | None = None
 
-    def write_first(self, actions: ActionLog, record: pb.DistributedTransaction) -> None:
-        """distribute(), step 1 (§6.2): step 0 with the record and every action
-        so far, or, after a failed attempt, the steps still missing."""
+    def write_first(
+        self,
+        actions: ActionLog,
+        record: pb.DistributedTransaction,
+        info: CommitInfo | None = None,
+    ) -> None:
+        """distribute(), step 1 (§6.2): step 0 with the record, every action
+        so far and the commit metadata ``info``, or, after a failed attempt,
+        the steps still missing."""
         if self.unsettled is not None:  # a step whose outcome is unknown: the same bytes again
             data, count = self.unsettled
             self._put(self.step + 1, data, count)
-        if self.step < 0 or self.persisted < len(actions):
+        info = None if info is None or info.empty else info
+        if self.step < 0 or self.persisted < len(actions) or info != self.stored_info:
             step = self.step + 1
-            data = self._bytes(actions, OPEN, uuid.uuid4().hex, record if step == 0 else None)
+            stored = info if info is not None else (CommitInfo() if self.stored_info else None)
+            data = self._bytes(
+                actions, OPEN, uuid.uuid4().hex, record if step == 0 else None, stored
+            )
             self._put(step, data, len(actions))
+            self.stored_info = info
 
     def _bytes(
         self,
@@ -126,8 +140,10 @@ class Steps:
         outcome: int,
         nonce: str,
         record: pb.DistributedTransaction | None,
+        info: CommitInfo | None = None,
     ) -> bytes:
-        """A state step holding the actions not stored yet (spec/transactions.md §6.1)."""
+        """A state step holding the actions not stored yet and, when given,
+        the commit metadata (spec/transactions.md §6.1)."""
         state = apb.TransactionState(
             actions=actions.since(self.persisted),
             outcome=cast(Any, outcome),
@@ -136,11 +152,18 @@ class Steps:
         )
         if record is not None:
             state.transaction.CopyFrom(record)
+        if info is not None:
+            state.commit_info.CopyFrom(info.to_proto())
+            state.commit_info.SetInParent()  # present even when empty: it clears
         return state.SerializeToString(deterministic=True)
 
-    def persist(self, actions: ActionLog, outcome: int = OPEN) -> None:
+    def persist(
+        self, actions: ActionLog, outcome: int = OPEN, info: CommitInfo | None = None
+    ) -> None:
         """Store the actions not stored yet as the next step (with ``outcome``;
-        a claim when it is not OPEN, §6.4). Nothing to do before distribute().
+        a claim when it is not OPEN, §6.4), and with ``info`` the commit
+        metadata set now (an empty one clears it). Nothing to do before
+        distribute().
 
         Raises:
             CommitConflictError: the step was taken by another process (rule
@@ -152,7 +175,9 @@ class Steps:
         if self.record is None:
             return
         nonce = uuid.uuid4().hex
-        self._put(self.step + 1, self._bytes(actions, outcome, nonce, None), len(actions))
+        self._put(self.step + 1, self._bytes(actions, outcome, nonce, None, info), len(actions))
+        if info is not None:
+            self.stored_info = None if info.empty else info
         if outcome != OPEN:
             self.claim_id = nonce
 
@@ -208,6 +233,8 @@ class Resumed(NamedTuple):
     step: int  # the latest step
     actions: list[apb.Action]
     claim: apb.TransactionState | None  # an unfinished claim (§6.5)
+    #: The commit metadata of the last step that holds one (None: none).
+    commit_info: CommitInfo | None = None
 
 
 def load(store: CatalogStore, txn_id: str, recover_after_seconds: float) -> Resumed:
@@ -253,7 +280,14 @@ def load(store: CatalogStore, txn_id: str, recover_after_seconds: float) -> Resu
         root = store.load_root(record.begin_version, fresh=True)
     except VersionNotFoundError:
         raise begin_version_error(store, txn_id, record.begin_version, latest.version) from None
-    return Resumed(root, record, step, [a for state in states for a in state.actions], claim)
+    info = None
+    for state in states:
+        if state.HasField("commit_info"):
+            info = CommitInfo.from_proto(state.commit_info)
+    if info is not None and info.empty:
+        info = None
+    actions = [a for state in states for a in state.actions]
+    return Resumed(root, record, step, actions, claim, info)
 
 
 class OutcomeUnknownError(StorageError):

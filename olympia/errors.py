@@ -104,12 +104,20 @@ class TransactionNotFoundError(NoSuchObjectError):
     """No distributed transaction with this id exists."""
 
 
+class ExportNotFoundError(NoSuchObjectError):
+    """No export with this name exists."""
+
+
 class ObjectAlreadyExistsError(OlympiaError):
     """Base class of the 'already exists' errors for catalog objects."""
 
 
 class NamespaceAlreadyExistsError(ObjectAlreadyExistsError):
     """The namespace already exists."""
+
+
+class ExportAlreadyExistsError(ObjectAlreadyExistsError):
+    """An export with this name already exists."""
 
 
 class TableAlreadyExistsError(ObjectAlreadyExistsError):

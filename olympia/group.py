@@ -8,6 +8,11 @@ it may admit in the same version as its own transaction (a root of several
 transactions, ``$group``), and leaves an *outcome* file saying which version
 holds each one or that its owner must publish it itself.
 
+Nobody polls: a writer that left a request sleeps on a FIFO of its own
+(``<id>.wake``), which the holder writes a byte to once it answered; a
+holder gathering the next requests sleeps on the folder's ``bell`` FIFO,
+which a writer writes a byte to once it left one.
+
 Requests and outcomes are files of one host, private to its writers, and not
 part of the catalog. This module only encodes, claims and answers requests;
 deciding what may be published is the commit's (olympia.commit).
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,11 +31,17 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
+from olympia.codec import CommitInfo
 from olympia.proto import actions_pb2 as apb
+from olympia.storage.hostlock import drain, sleep_on
 
 _REQUEST = ".req"
 _CLAIMED = ".claimed"
 _OUTCOME = ".out"
+#: The FIFO a waiting writer sleeps on, woken when its request is answered.
+_WAKE = ".wake"
+#: The FIFO a holder gathering requests sleeps on, rung by each new request.
+_BELL = "bell"
 #: Requests one holder publishes in one turn, at most.
 MAX_GROUP = 16
 #: A transaction whose request would be larger leaves none: the folder is
@@ -43,6 +55,32 @@ _REFUSED = "refused"
 #: The request format: a writer of an earlier build, which wrote none, would
 #: look for its own id only in ``$transaction_id``, so its requests are refused.
 REQUEST_FORMAT = 2
+#: The format of a request that carries commit metadata: a holder of an
+#: earlier build, which would publish the transaction without it, refuses
+#: such a request (its owner then publishes it itself).
+REQUEST_FORMAT_WITH_INFO = 3
+
+
+#: For each request folder: how many other writers' transactions the last
+#: version this process published, or was published in, held beside its own.
+#: A holder expects about as many requests to come soon (their writers were
+#: answered together with it) and waits a moment for them before publishing.
+_COMPANIONS: dict[str, int] = {}
+
+
+def companions(folder: str) -> int:
+    """Other writers' transactions the last version of this process held (see
+    :data:`_COMPANIONS`); 0 when it was alone or none is known."""
+    return _COMPANIONS.get(folder, 0)
+
+
+def note_companions(folder: str, count: int) -> None:
+    """Record that the last version this process published, or was published
+    in, held ``count`` other transactions beside its own."""
+    if count > 0:
+        _COMPANIONS[folder] = count
+    else:
+        _COMPANIONS.pop(folder, None)
 
 
 @dataclass(frozen=True)
@@ -60,18 +98,24 @@ class Request:
     #: the request only into the catalog whose version ``base`` is that one
     #: (a folder may outlive its catalog and be found by a new one).
     base_id: str = ""
+    #: The transaction's commit metadata, published with it (spec/format.md §3.7).
+    commit_info: CommitInfo | None = None
 
 
 def encode(request: Request) -> bytes:
+    info = request.commit_info if request.commit_info is not None else CommitInfo()
     header = {
-        "v": REQUEST_FORMAT,
+        "v": REQUEST_FORMAT if info.empty else REQUEST_FORMAT_WITH_INFO,
         "id": request.txn_id,
         "begin": request.begin,
         "base": request.base,
         "isolation": request.isolation,
         "base_id": request.base_id,
     }
-    body = apb.TransactionState(actions=list(request.actions)).SerializeToString()
+    state = apb.TransactionState(actions=list(request.actions))
+    if not info.empty:
+        state.commit_info.CopyFrom(info.to_proto(request.txn_id))
+    body = state.SerializeToString()
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
 
 
@@ -82,9 +126,10 @@ def decode(data: bytes) -> Request | None:
         return None
     try:
         header = json.loads(head)
-        if header.get("v") != REQUEST_FORMAT:
+        if header.get("v") not in (REQUEST_FORMAT, REQUEST_FORMAT_WITH_INFO):
             return None
         state = apb.TransactionState.FromString(body)
+        info = CommitInfo.from_proto(state.commit_info)
         return Request(
             txn_id=str(header["id"]),
             begin=int(header["begin"]),
@@ -92,9 +137,51 @@ def decode(data: bytes) -> Request | None:
             isolation=str(header["isolation"]),
             actions=tuple(state.actions),
             base_id=str(header["base_id"]),
+            commit_info=None if info.empty else info,
         )
     except (ValueError, KeyError, TypeError, AttributeError, DecodeError):
         return None
+
+
+def _open_fifo(path: str) -> int | None:
+    """Make the FIFO ``path`` (if missing) and open it for reading without
+    blocking; None where FIFOs are missing or refused (then the reader polls).
+    Opened for reading and writing, so that it never reads as ended after a
+    writer came and went (Linux and the BSDs allow this on a FIFO)."""
+    mkfifo = getattr(os, "mkfifo", None)
+    if mkfifo is None:
+        return None
+    try:
+        with contextlib.suppress(FileExistsError):
+            mkfifo(path, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _ring(path: str) -> None:
+    """Write a byte to the FIFO ``path`` if someone is reading it (else nothing:
+    nobody is waiting to be woken)."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # no FIFO, or no reader (ENXIO)
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b"!")
+    except OSError:  # full: a wake-up is waiting already
+        pass
+    finally:
+        os.close(fd)
 
 
 def _write_atomically(path: str, data: bytes) -> None:
@@ -125,6 +212,24 @@ class Member:
         self.asked_base: int | None = None
         #: From the last answer: the last version its holder published.
         self.latest = -1
+        self._wake = os.path.join(folder, txn_id + _WAKE)
+        self._wake_fd: int | None = None
+
+    def wake_fd(self) -> int | None:
+        """While a request waits for its answer: a descriptor that becomes
+        readable when the holder answered (else None)."""
+        return self._wake_fd if self.pending else None
+
+    def close(self) -> None:
+        """Remove this writer's FIFO (once its commit is over), and the folder
+        if that left it empty (as a holder does at the end of its turn)."""
+        fd, self._wake_fd = self._wake_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(self._wake)
+                os.rmdir(self.folder)
 
     def ask(self, request: Request) -> bool:
         """Leave ``request`` for the holder; whether it could be written."""
@@ -133,11 +238,17 @@ class Member:
             return False
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            if self._wake_fd is None:
+                # Before the request: the holder that answers it finds the FIFO.
+                self._wake_fd = _open_fifo(self._wake)
+            else:
+                drain(self._wake_fd)  # wake-ups for an earlier request
             _write_atomically(self._request, data)
         except OSError:
             return False
         self.pending = True
         self.asked_base = request.base
+        _ring(os.path.join(self.folder, _BELL))  # a holder may be gathering
         return True
 
     def answer(self) -> int | None:
@@ -154,9 +265,12 @@ class Member:
             os.unlink(self._outcome)
         self.pending = False
         words = text.split()
-        if len(words) == 3 and words[0] == "committed":
+        # ``committed <version> <last> [<transactions in the version>]``
+        if len(words) in (3, 4) and words[0] == "committed":
             with contextlib.suppress(ValueError):
                 self.latest = int(words[2])
+                size = int(words[3]) if len(words) == 4 else 2
+                note_companions(self.folder, size - 1)
                 return int(words[1])
         return None
 
@@ -171,6 +285,18 @@ class Member:
         self.pending = False
 
 
+def ring_waiters(folder: str) -> None:
+    """Wake every writer whose request waits in ``folder`` (the holder of the
+    publish lock calls this once it let the lock go, so that they try it)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries if e.name.endswith(_REQUEST)]
+    except OSError:
+        return
+    for name in names:
+        _ring(os.path.join(folder, name[: -len(_REQUEST)] + _WAKE))
+
+
 class Holder:
     """The lock holder's side: claiming requests and answering them."""
 
@@ -178,22 +304,40 @@ class Holder:
         self.folder = folder
         #: Requests published in the current round.
         self._answered = 0
+        self._bell: int | None = None
+        self._bell_opened = False
+        self._refusals: list[str] | None = None
 
     def waiting(self) -> bool:
         """Whether any request is there (one directory listing)."""
         return self._count() > 0
 
-    def wait_for_requests(self, seconds: float, poll: float = 0.0002) -> int:
-        """Wait at most ``seconds`` until as many requests are waiting as were
-        answered in the last round (at least one); how many are there."""
-        want = max(1, self._answered)
+    def wait_for_requests(
+        self, seconds: float, want: int | None = None, poll: float = 0.0002
+    ) -> int:
+        """Wait at most ``seconds`` until ``want`` requests are waiting (by
+        default as many as were answered in the last round, at least one);
+        how many are there. Woken by each new request (the ``bell`` FIFO);
+        only where FIFOs are missing does it look every ``poll`` seconds."""
+        want = max(1, self._answered if want is None else want)
         self._answered = 0
         end = time.monotonic() + seconds
+        if not self._bell_opened:
+            self._bell_opened = True
+            with contextlib.suppress(OSError):
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            self._bell = _open_fifo(os.path.join(self.folder, _BELL))
         while True:
+            if self._bell is not None:
+                drain(self._bell)  # before counting: a request left after rings again
             count = self._count()
-            if count >= want or time.monotonic() >= end:
+            left = end - time.monotonic()
+            if count >= want or left <= 0:
                 return count
-            time.sleep(poll)
+            if self._bell is None:
+                time.sleep(poll)
+            else:
+                sleep_on([self._bell], left)
 
     def _count(self) -> int:
         try:
@@ -245,22 +389,51 @@ class Holder:
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
 
     def tidy(self) -> None:
-        """Remove the folder if nothing is left in it (it is made again by the
-        next writer that leaves a request), so that a host does not keep one
-        empty folder for every catalog it ever wrote to."""
+        """Remove the bell, and the folder if nothing is left in it (it is
+        made again by the next writer that leaves a request), so that a host
+        does not keep one empty folder for every catalog it ever wrote to."""
+        self.close_bell()
         with contextlib.suppress(OSError):
             os.rmdir(self.folder)
 
-    def publish(self, txn_id: str, version: int, latest: int) -> None:
-        """Answer: published as ``version``; ``latest`` is the last version
-        this holder published (where its writer's next look for the latest
-        version can start)."""
+    def close_bell(self) -> None:
+        """Close and remove the ``bell`` FIFO, if this holder made one."""
+        fd, self._bell = self._bell, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self._bell_opened:
+            self._bell_opened = False
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.folder, _BELL))
+
+    def publish(self, txn_id: str, version: int, latest: int, size: int = 2) -> None:
+        """Answer: published as ``version``, which holds ``size`` transactions;
+        ``latest`` is the last version this holder published (where its
+        writer's next look for the latest version can start)."""
         self._answered += 1
-        self._answer(txn_id, f"committed {version} {latest}")
+        self._answer(txn_id, f"committed {version} {latest} {size}")
 
     def refuse(self, txn_id: str) -> None:
-        self._answer(txn_id, _REFUSED)
+        """Answer: not published (its writer publishes it itself); held back
+        until :meth:`send_refusals` after :meth:`defer_refusals`."""
+        if self._refusals is not None:
+            self._refusals.append(txn_id)
+        else:
+            self._answer(txn_id, _REFUSED)
+
+    def defer_refusals(self) -> None:
+        """Hold the refusals back until :meth:`send_refusals`."""
+        if self._refusals is None:
+            self._refusals = []
+
+    def send_refusals(self) -> None:
+        """Send the refusals held back, and hold no more back."""
+        refusals, self._refusals = self._refusals, None
+        for txn_id in refusals or ():
+            self._answer(txn_id, _REFUSED)
 
     def _answer(self, txn_id: str, text: str) -> None:
         with contextlib.suppress(OSError):
             _write_atomically(os.path.join(self.folder, txn_id + _OUTCOME), text.encode("ascii"))
+        _ring(os.path.join(self.folder, txn_id + _WAKE))

@@ -17,6 +17,10 @@ ACT_DIR = "act"
 DTXN_DIR = "dtxn"
 LATEST_HINT = f"{VERSION_DIR}/latest"
 OLDEST_FLOOR = f"{VERSION_DIR}/oldest"
+#: The marker horizon (spec/format.md §2.3, spec/transactions.md §8.6):
+#: ``<h> <w>``, below which expiration may delete expired-root markers once
+#: the horizon has matured.
+MARKER_HORIZON = f"{VERSION_DIR}/horizon"
 #: Versions are 0 <= v < 2**63 (spec/format.md §2.1): they fit a signed 64-bit
 #: integer, and the most significant bit of a root file name is always 0.
 MAX_VERSION = (1 << (VERSION_BITS - 1)) - 1
@@ -150,3 +154,25 @@ def decode_counter(data: bytes) -> int | None:
         return None
     value = int(text)
     return value if value <= MAX_VERSION else None
+
+
+def encode_horizon(version: int, written_millis: int) -> bytes:
+    """Content of ``vn/horizon``: the horizon version and the expiration
+    clock (milliseconds since the Unix epoch) read after the floor at or
+    above it was written."""
+    return f"{version} {written_millis}".encode("ascii")
+
+
+def decode_horizon(data: bytes) -> tuple[int, int] | None:
+    """Parse ``vn/horizon``; ``None`` when damaged (treated as missing).
+
+    Two counters of 1 to 20 ASCII digits each separated by exactly one
+    space; as for counters, spaces, tabs, CRs and LFs around the whole are
+    ignored."""
+    parts = data.strip(b" \t\r\n").split(b" ")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    version, written = (decode_counter(p) for p in parts)
+    if version is None or written is None:
+        return None
+    return version, written

@@ -6,18 +6,20 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from olympia import layout, tree
 from olympia.codec import decode_node
-from olympia.definition import commit_time_limit_millis, key_codec
+from olympia.definition import commit_time_limit_millis, expire_retention, key_codec
 from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
     CorruptCatalogError,
+    ExportAlreadyExistsError,
+    ExportNotFoundError,
     InvalidArgumentError,
     InvalidNameError,
     OlympiaError,
@@ -50,12 +52,16 @@ PIN_TTL_MILLIS = 24 * 3600 * 1000
 
 @dataclass(frozen=True)
 class TransactionRecord:
-    """One transaction a version holds (see :attr:`VersionInfo.transactions`)."""
+    """One transaction a version holds (see :attr:`VersionInfo.transactions`),
+    with the commit metadata it was given (None / empty when none was)."""
 
     transaction_id: str
     isolation: str
     begin_version: int | None
     actions: tuple[apb.Action, ...]
+    message: str | None = None
+    author: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,11 @@ class VersionInfo:
     holds several (spec/transactions.md §3.2), listed in serial order in
     ``transactions``. The other fields describe the version as a whole: the
     first transaction's id and isolation, the smallest begin version, and
-    every action of its transactions in order."""
+    every action of its transactions in order.
+
+    A version published by ``rollback_to(u)`` has ``rollback_to`` = ``u``
+    (None in rollback roots written before the target was recorded) and
+    ``rollback_from`` = the version that was latest before it."""
 
     version: int
     created_at: datetime
@@ -77,13 +87,32 @@ class VersionInfo:
     rollback_from: int | None
     actions: tuple[apb.Action, ...]
     transactions: tuple[TransactionRecord, ...] = ()
+    rollback_to: int | None = None
+
+    @property
+    def message(self) -> str | None:
+        """The commit message of the version's first transaction."""
+        return self.transactions[0].message if self.transactions else None
+
+    @property
+    def author(self) -> str | None:
+        """The author of the version's first transaction."""
+        return self.transactions[0].author if self.transactions else None
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """The commit properties of the version's first transaction."""
+        return self.transactions[0].properties if self.transactions else {}
 
 
 @dataclass(frozen=True)
 class ExpireResult:
-    """What :meth:`Catalog.expire_versions` did."""
+    """What :meth:`Catalog.expire_versions` did, or in a dry run (``dry_run``)
+    would do: the ``deleted_*`` counts are then what a run at the same moment
+    would delete, and nothing was written."""
 
     oldest_version: int
+    #: Roots replaced by expired-root markers (format version 1: deleted).
     deleted_roots: int
     #: Node, definition and distributed-transaction state files.
     deleted_files: int
@@ -93,12 +122,39 @@ class ExpireResult:
     deleted_temporary_files: int = 0
     #: Pins whose versions could not be kept because files were already gone.
     broken_pins: tuple[str, ...] = ()
+    #: The oldest version before the run: ``expired_versions`` start there.
+    previous_oldest_version: int = 0
+    #: Nothing was written or deleted (``expire_versions(dry_run=True)``).
+    dry_run: bool = False
+    #: Distributed transactions past their TTL whose objects the run dropped
+    #: (a dry run: would drop, in one new version, before the rest).
+    dropped_transactions: tuple[str, ...] = ()
+    #: Dry run only: every file the run would delete or replace by a marker.
+    paths: tuple[str, ...] = ()
+    #: The retention applied when no option was given: ``(max age in
+    #: milliseconds, minimum versions)`` from the catalog definition; None
+    #: when ``older_than`` or ``keep_last`` was given.
+    retention: tuple[int, int] | None = None
+    #: Expired-root markers deleted below a matured marker horizon
+    #: (spec/transactions.md §8.6); a dry run: would delete.
+    deleted_markers: int = 0
+
+    @property
+    def expired_versions(self) -> range:
+        """The versions this run expired (a dry run: would expire): no longer
+        readable by time travel; a pinned one keeps its files for its pinner."""
+        return range(self.previous_oldest_version, self.oldest_version)
 
 
 def _version_of_root_path(path: str | None) -> int | None:
-    if not path:
+    """The version a root path names; None for anything else (readers ignore
+    a ``$rollback_from_root`` that is not the path of ``v - 1``'s root,
+    spec/format.md §3.2, "What readers check of a root")."""
+    if not path or not path.startswith(f"{layout.VERSION_DIR}/"):
         return None
-    return layout.parse_version_file_name(path.rsplit("/", 1)[-1])
+    with contextlib.suppress(CorruptCatalogError):
+        return layout.parse_version_file_name(path[len(layout.VERSION_DIR) + 1 :])
+    return None
 
 
 def version_info(store: CatalogStore, root: Root) -> VersionInfo:
@@ -108,18 +164,28 @@ def version_info(store: CatalogStore, root: Root) -> VersionInfo:
             parse(apb.Action, data, f"action on {key.rstrip()!r} in version {root.version}")
         )
     info = root.info
+    metadata = dict(info.commit_infos)
+
+    def record(
+        txn_id: str, isolation: str, begin: int | None, own: tuple[apb.Action, ...]
+    ) -> TransactionRecord:
+        given = metadata.get(txn_id)
+        if given is None:
+            return TransactionRecord(txn_id, isolation, begin, own)
+        return TransactionRecord(
+            txn_id, isolation, begin, own, given.message, given.author, given.properties
+        )
+
     if info.group:
         records, start = [], 0
         for e in info.group:
             own = tuple(actions[start : start + e.n_actions])
-            records.append(TransactionRecord(e.transaction_id, e.isolation, e.begin_version, own))
+            records.append(record(e.transaction_id, e.isolation, e.begin_version, own))
             start += e.n_actions
         transactions = tuple(records)
     else:
         transactions = (
-            TransactionRecord(
-                info.transaction_id, info.isolation, info.begin_version, tuple(actions)
-            ),
+            record(info.transaction_id, info.isolation, info.begin_version, tuple(actions)),
         )
     return VersionInfo(
         version=root.version,
@@ -131,6 +197,7 @@ def version_info(store: CatalogStore, root: Root) -> VersionInfo:
         rollback_from=_version_of_root_path(root.info.rollback_from_root),
         actions=tuple(actions),
         transactions=transactions,
+        rollback_to=info.rollback_to_version,
     )
 
 
@@ -195,6 +262,7 @@ def rollback_to(store: CatalogStore, version: int, max_attempts: int = 64) -> in
                     previous_root=latest.path,
                     rollback_from_root=latest.path,
                     begin_version=latest.version,
+                    rollback_to_version=version,
                 ).version
             except CommitConflictError as exc:
                 if exc.rule != "version-taken":
@@ -483,7 +551,7 @@ class _ExportRecord:
             self.storage.put_if_absent(self.path, self._data())
         except StorageFileExistsError:
             name = self.fields["name"]
-            raise OlympiaError(f"an export named {name!r} already exists") from None
+            raise ExportAlreadyExistsError(f"an export named {name!r} already exists") from None
 
     def update(self, **fields: Any) -> None:
         self.fields.update(fields, renewed_at_millis=_now_millis())
@@ -505,9 +573,9 @@ def export_snapshot(
     exported version (spec/transactions.md §8.2)."""
     _check_export_name(name)
     if mode not in ("full", "minimal"):
-        raise OlympiaError(f"export mode must be 'full' or 'minimal', got {mode!r}")
+        raise InvalidArgumentError(f"export mode must be 'full' or 'minimal', got {mode!r}")
     if store.storage.exists(f"{EXPORT_DIR}/{name}.json"):
-        raise OlympiaError(f"an export named {name!r} already exists")
+        raise ExportAlreadyExistsError(f"an export named {name!r} already exists")
     target = open_storage(target_uri, storage_options)
     if target.list(layout.VERSION_DIR):
         raise CatalogAlreadyExistsError(f"a catalog already exists at {target.location}")
@@ -627,7 +695,7 @@ def drop_export(storage: Storage, name: str) -> None:
     _check_export_name(name)
     marker = f"{EXPORT_DIR}/{name}.json"
     if not storage.exists(marker):
-        raise OlympiaError(f"no export named {name!r}")
+        raise ExportNotFoundError(f"no export named {name!r}")
     storage.delete(marker)
 
 
@@ -653,15 +721,18 @@ class _Kept:
     missing: list[str]
     #: Pin records naming a version above the latest one, with the reason.
     bad_records: list[tuple[str, str]]
+    #: Roots of versions at or above the floor that are there but cannot be
+    #: read (not strict), each with the reason; they are not in ``roots``.
+    bad_roots: list[tuple[str, str]]
 
 
 def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool) -> _Kept:
     """Load the kept roots (every version from ``floor`` to the latest, and
     the pinned ones below) and the files they reach.
 
-    With ``strict``, a missing file of a version at or above the floor, or a
-    pin of a version above the latest one, raises CorruptCatalogError;
-    otherwise it is recorded.
+    With ``strict``, a missing or damaged file of a version at or above the
+    floor (its root included), or a pin of a version above the latest one,
+    raises CorruptCatalogError; otherwise it is recorded.
     """
     latest = store.latest_version()  # after the pins were read (§8.1)
     bad_records: list[tuple[str, str]] = []
@@ -677,9 +748,20 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
             bad_records.append((pin.path, reason))
         else:
             sound.append(pin)
-    roots = [_load_kept(store, v) for v in range(floor, latest + 1)]
     files: set[str] = set()
     missing: list[str] = []
+    bad_roots: list[tuple[str, str]] = []
+    roots: list[Root] = []
+    for v in range(floor, latest + 1):
+        if strict:
+            roots.append(_load_kept(store, v))
+            continue
+        try:
+            roots.append(_load_kept(store, v))
+        except MissingFileError:
+            missing.append(layout.root_path(v))
+        except CorruptCatalogError as exc:
+            bad_roots.append((layout.root_path(v), f"the root of version {v} is damaged: {exc}"))
     if strict:
         _reachable(store, roots, files)
     else:
@@ -710,7 +792,9 @@ def _kept(store: CatalogStore, floor: int, pins: Iterable[Pin], *, strict: bool)
     action_roots = {
         r.info.action_file: r for r in [*roots, *pinned_roots] if r.info.action_file is not None
     }
-    return _Kept(floor, latest, roots, pinned, files, action_roots, broken, missing, bad_records)
+    return _Kept(
+        floor, latest, roots, pinned, files, action_roots, broken, missing, bad_records, bad_roots
+    )
 
 
 def check_grace(store: CatalogStore, grace_seconds: float) -> None:
@@ -730,22 +814,62 @@ def check_grace(store: CatalogStore, grace_seconds: float) -> None:
         )
 
 
+def expiration_clock_millis() -> int:
+    """The clock expiration reads for ``T0`` (spec/transactions.md §8.3 step
+    0), from which both the grace period and the definition's retention are
+    measured. Tests replace it to make versions old without waiting."""
+    return int(time.time() * 1000)
+
+
+def _retention_floor(
+    store: CatalogStore, latest: int, old_floor: int, started_millis: float
+) -> tuple[int, tuple[int, int]]:
+    """The floor that the catalog definition's retention allows (§8.3 step
+    1, no option given), with the retention: every version created less than
+    ``expire_max_age_millis`` before ``started_millis`` is kept, with the
+    version in effect at that moment, and at least the newest
+    ``expire_min_versions``."""
+    max_age, min_versions = expire_retention(store.load_latest().definition)
+    moment = started_millis - max_age
+    if moment <= 0:
+        return old_floor, (max_age, min_versions)  # every version is younger
+    try:
+        by_time = version_as_of(store, datetime.fromtimestamp(moment / 1000, tz=timezone.utc))
+    except VersionNotFoundError:
+        by_time = old_floor  # every kept version is younger
+    return min(latest - min_versions + 1, by_time), (max_age, min_versions)
+
+
 def expire_versions(
     store: CatalogStore,
     older_than: datetime | None,
     keep_last: int | None,
     cutoff_millis: float,
     open_transactions: dict[str, int],
+    *,
+    started_millis: float | None = None,
+    dry_run: bool = False,
+    dropped_transactions: Iterable[str] = (),
 ) -> ExpireResult:
     """Move the floor and delete what no retained version, pin or open
     distributed transaction can reach (spec/transactions.md §8.3): of
     those, the files created before ``cutoff_millis`` (the start of the run,
-    read before ``open_transactions``, minus the grace period)."""
+    read before ``open_transactions``, minus the grace period).
+
+    With neither ``older_than`` nor ``keep_last``, the catalog definition's
+    retention decides, measured from ``started_millis`` (default: now).
+    With ``dry_run``, nothing is written or deleted; the result says what
+    would be."""
     if keep_last is not None and keep_last < 1:
         raise OlympiaError("keep_last must be at least 1")
     latest = store.latest_version()
     old_floor = store.oldest_version()
-    floor = latest if keep_last is None else latest - keep_last + 1
+    retention: tuple[int, int] | None = None
+    if older_than is None and keep_last is None:
+        start = expiration_clock_millis() if started_millis is None else started_millis
+        floor, retention = _retention_floor(store, latest, old_floor, start)
+    else:
+        floor = latest if keep_last is None else latest - keep_last + 1
     if older_than is not None:
         try:
             by_time = version_as_of(store, older_than)
@@ -757,8 +881,13 @@ def expire_versions(
     if floor > old_floor:  # 1. the floor first ...
         # ... but not while a record that may pin versions below it cannot be read
         read_pins(store.storage)
-        store.storage.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(floor))
+        if not dry_run:
+            store.storage.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(floor))
+    # The clock after the floor is written: a candidate marker horizon at
+    # this floor is stamped with it (§8.6).
+    floor_written = expiration_clock_millis()
     now = _now_millis()
+    horizon = read_horizon(store.storage)
     pins = read_pins(store.storage)  # 2. ... then the pins ...
     live = [p for p in pins if not p.lapsed(now)]
     kept = _kept(store, floor, live, strict=True)  # 3. ... then the latest version
@@ -769,36 +898,120 @@ def expire_versions(
     # Roots below the floor that carry inline nodes a kept tree reaches stay
     # whole (spec/format.md §3.6).
     containers = _files_of(kept.files)
-    deleted_roots = 0
-    for v, size in _listed_roots(store.storage).items():
+    root_paths: list[str] = []
+    listed = _listed_roots(store.storage)
+    for v, size in listed.items():
         if v >= floor or v in kept.pinned or size == len(layout.EXPIRED_ROOT):
             continue
-        if layout.root_path(v) in containers:
+        path = layout.root_path(v)
+        if path in containers:
+            continue
+        root_paths.append(path)
+        listed[v] = len(layout.EXPIRED_ROOT)
+        if dry_run:
             continue
         if markers:
-            store.storage.overwrite(layout.root_path(v), layout.EXPIRED_ROOT)
+            store.storage.overwrite(path, layout.EXPIRED_ROOT)
         else:
-            store.storage.delete(layout.root_path(v))
-        deleted_roots += 1
+            store.storage.delete(path)
+    marker_paths: list[str] = []
+    if markers:
+        start = expiration_clock_millis() if started_millis is None else started_millis
+        limit = commit_time_limit_millis(kept.roots[-1].definition)
+        matured = horizon_matured(horizon, start, start - cutoff_millis, limit)
+        if matured and horizon is not None:
+            marker_paths = _deletable_markers(listed, min(horizon[0], floor))
+        if not dry_run:
+            store.storage.delete_many(marker_paths)
+            if floor > 0 and (horizon is None or (matured and horizon[0] != floor)):
+                # The next candidate: this floor, stamped after it was written.
+                store.storage.overwrite(
+                    layout.MARKER_HORIZON, layout.encode_horizon(floor, floor_written)
+                )
     cutoff = cutoff_millis
-    deleted_files = 0
+    file_paths: list[str] = []
     for folder in (layout.NODE_DIR, layout.DEF_DIR, layout.ACT_DIR):
         for path in store.storage.list(folder):
             created = layout.created_millis(path)
             if path in kept.files or created is None or created >= cutoff:
                 continue
+            file_paths.append(path)
+            if not dry_run:
+                store.storage.delete(path)
+    file_paths += _expire_transaction_states(store, open_transactions, cutoff, dry_run)
+    pin_paths = [pin.path for pin in pins if pin.lapsed(now)]
+    if not dry_run:
+        for path in pin_paths:
             store.storage.delete(path)
-            deleted_files += 1
-    deleted_files += _expire_transaction_states(store, open_transactions, cutoff)
-    deleted_pins = 0
-    for pin in pins:
-        if pin.lapsed(now):
-            store.storage.delete(pin.path)
-            deleted_pins += 1
-    deleted_tmp = store.storage.remove_temporary_files(cutoff_millis / 1000)
+    temporary: list[str] = []
+    if dry_run:
+        temporary = [
+            f"{TMP_DIR}/{name}"
+            for name, modified in store.storage.temporary_files()
+            if modified < cutoff_millis / 1000
+        ]
+        deleted_tmp = len(temporary)
+    else:
+        deleted_tmp = store.storage.remove_temporary_files(cutoff_millis / 1000)
     return ExpireResult(
-        floor, deleted_roots, deleted_files, deleted_pins, deleted_tmp, tuple(kept.broken)
+        floor,
+        len(root_paths),
+        len(file_paths),
+        len(pin_paths),
+        deleted_tmp,
+        tuple(kept.broken),
+        previous_oldest_version=old_floor,
+        dry_run=dry_run,
+        dropped_transactions=tuple(dropped_transactions),
+        paths=(
+            tuple(sorted([*root_paths, *marker_paths, *file_paths, *pin_paths, *temporary]))
+            if dry_run
+            else ()
+        ),
+        retention=retention,
+        deleted_markers=len(marker_paths),
     )
+
+
+def read_horizon(storage: Storage) -> tuple[int, int] | None:
+    """``vn/horizon`` as ``(version, clock after its floor was written)``;
+    None when missing or unreadable (spec/transactions.md §8.6)."""
+    try:
+        return layout.decode_horizon(storage.read(layout.MARKER_HORIZON))
+    except StorageFileNotFoundError:
+        return None
+
+
+def horizon_wait_millis(grace_millis: float, limit_millis: int) -> float:
+    """How long after its stamp a marker horizon matures: twice the grace
+    period, and at least four commit time limits (spec/transactions.md §8.6)."""
+    return max(2 * grace_millis, 4 * limit_millis)
+
+
+def horizon_matured(
+    horizon: tuple[int, int] | None, started_millis: float, grace_millis: float, limit_millis: int
+) -> bool:
+    """Whether a run that started at ``started_millis`` may delete the
+    markers below ``horizon`` (spec/transactions.md §8.6)."""
+    if horizon is None:
+        return False
+    return started_millis - horizon[1] > horizon_wait_millis(grace_millis, limit_millis)
+
+
+def _deletable_markers(listed: dict[int, int], below: int) -> list[str]:
+    """The markers listed below ``below`` that may be deleted: all but one
+    directly above a whole root, which keeps a reader that probes from that
+    root's version from taking it for the latest (spec/transactions.md §8.6)."""
+    marker = len(layout.EXPIRED_ROOT)
+    out: list[str] = []
+    for v, size in listed.items():
+        if v >= below or size != marker:
+            continue
+        under = listed.get(v - 1)
+        if under is not None and under != marker:
+            continue
+        out.append(layout.root_path(v))
+    return out
 
 
 def _files_of(refs: Iterable[str]) -> set[str]:
@@ -807,11 +1020,14 @@ def _files_of(refs: Iterable[str]) -> set[str]:
     return {layout.file_of(r) for r in refs}
 
 
-def _listed_roots(storage: Storage) -> dict[int, int]:
+def _listed_roots(storage: Storage, listed: dict[str, int] | None = None) -> dict[int, int]:
     """The versions of the root files (and expired-root markers) in ``vn/``,
-    found by listing, with each file's size, in version order."""
+    found by listing (or in ``listed``, a listing of ``vn/`` with sizes),
+    with each file's size, in version order."""
     out: dict[int, int] = {}
-    for path, size in storage.list_sizes(layout.VERSION_DIR).items():
+    if listed is None:
+        listed = storage.list_sizes(layout.VERSION_DIR)
+    for path, size in listed.items():
         with contextlib.suppress(CorruptCatalogError):  # vn/latest, vn/oldest, strays
             out[layout.parse_version_file_name(path.rsplit("/", 1)[-1])] = size
     return dict(sorted(out.items()))
@@ -826,10 +1042,13 @@ def _state_files(storage: Storage) -> dict[str, list[str]]:
     return by_txn
 
 
-def _expire_transaction_states(store: CatalogStore, open_ids: Iterable[str], cutoff: float) -> int:
-    """Delete the state files of distributed transactions that ended."""
+def _expire_transaction_states(
+    store: CatalogStore, open_ids: Iterable[str], cutoff: float, dry_run: bool = False
+) -> list[str]:
+    """Delete the state files of distributed transactions that ended (with
+    ``dry_run``: only find them); return their paths."""
     keep = set(open_ids)
-    deleted = 0
+    deleted: list[str] = []
     for txn_id, paths in _state_files(store.storage).items():
         if txn_id in keep:
             continue
@@ -842,8 +1061,9 @@ def _expire_transaction_states(store: CatalogStore, open_ids: Iterable[str], cut
         # Every state names the transaction, so a run killed half way leaves
         # states the next run still recognises; the highest goes first.
         for path in sorted(paths, reverse=True):
-            store.storage.delete(path)
-            deleted += 1
+            if not dry_run:
+                store.storage.delete(path)
+            deleted.append(path)
     return deleted
 
 
@@ -891,8 +1111,16 @@ class FileCheck:
     #: Needed files that are there but damaged, each with the reason.
     damaged: tuple[str, ...]
     #: Files nothing kept needs (unreachable node and definition files, roots
-    #: below the floor, states of ended transactions, lapsed pins, temporary files).
+    #: below the floor, lapsed pins, temporary files, states of distributed
+    #: transactions that are neither open nor finished). While the root of a
+    #: kept version is missing or damaged, no node, action or definition file
+    #: is listed (what that root reaches is unknown).
     orphans: tuple[str, ...]
+    #: State files of distributed transactions that finished (committed,
+    #: rolled back, or dropped past their TTL): no longer needed, and removed
+    #: by the next expiration once older than its grace period
+    #: (spec/transactions.md §6.6). Not damage, and not orphans.
+    awaiting_expiration: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -901,8 +1129,9 @@ class FileCheck:
 
     @property
     def clean(self) -> bool:
-        """``ok``, and nothing else is stored."""
-        return self.ok and not self.orphans
+        """``ok``, and nothing else is stored (no orphans, nothing awaiting
+        expiration)."""
+        return self.ok and not self.orphans and not self.awaiting_expiration
 
 
 def check_files(store: CatalogStore) -> FileCheck:
@@ -925,8 +1154,10 @@ def check_files(store: CatalogStore) -> FileCheck:
     # Pin records that cannot be honoured are damaged files that block expiration.
     bad_records += kept.bad_records
     damaged = [f"{path}: cannot be read as a pin record: {reason}" for path, reason in bad_records]
+    damaged += [f"{path}: {reason}" for path, reason in kept.bad_roots]
     checked = len(kept.roots) + len(kept.pinned)
     needed: set[str] = {r.path for r in kept.roots}
+    needed.update(path for path, _ in kept.bad_roots)
     needed.update(path for path, _ in bad_records)
     needed.update(layout.root_path(v) for v in kept.pinned)
     unreadable, kept.missing = kept.missing, []
@@ -954,19 +1185,34 @@ def check_files(store: CatalogStore) -> FileCheck:
             except CorruptCatalogError as exc:
                 damaged.append(f"{path}: {exc}")
     # Open distributed transactions: every state file of each one listed.
-    latest_root = kept.roots[-1]
-    keys = key_codec(latest_root.definition)
-    open_ids: list[str] = []
-    try:
-        with fresh.reading(latest_root.version):
-            for k, _ in tree.scan(latest_root.node, keys.transactions_prefix(), fresh.load_node):
-                open_ids.append(keys.decode(k).parts[0])
-    except CorruptCatalogError as exc:
-        # A node on the way is missing or damaged: it is reported above (or
-        # here, if it was not); the transactions behind it cannot be listed.
-        if not any(p in str(exc) for p in [*kept.missing, *damaged]):
-            damaged.append(f"cannot list the open distributed transactions: {exc}")
     states = _state_files(storage)
+    open_ids: list[str] = []
+    listed = False
+    if kept.roots and kept.roots[-1].version == kept.latest:
+        latest_root = kept.roots[-1]
+        keys = key_codec(latest_root.definition)
+        try:
+            with fresh.reading(latest_root.version):
+                for k, _ in tree.scan(
+                    latest_root.node, keys.transactions_prefix(), fresh.load_node
+                ):
+                    open_ids.append(keys.decode(k).parts[0])
+            listed = True
+        except CorruptCatalogError as exc:
+            # A node on the way is missing or damaged: it is reported above (or
+            # here, if it was not); the transactions behind it cannot be listed.
+            if not any(p in str(exc) for p in [*kept.missing, *damaged]):
+                damaged.append(f"cannot list the open distributed transactions: {exc}")
+    awaiting: list[str] = []
+    if not listed:
+        # The latest root (reported above) or a node on the way cannot be
+        # read, so no state file can be told unneeded: none is called an orphan.
+        needed.update(p for paths in states.values() for p in paths)
+    else:
+        for txn_id, paths in states.items():
+            if txn_id not in open_ids and _finished(storage, paths, now):
+                awaiting.extend(paths)
+                needed.update(paths)
     for txn_id in open_ids:
         paths = states.get(txn_id, [])
         if not paths:
@@ -981,12 +1227,18 @@ def check_files(store: CatalogStore) -> FileCheck:
             except OlympiaError as exc:
                 damaged.append(f"{path}: {exc}")
     needed.update(p.path for p in live)
-    needed.update((layout.LATEST_HINT, layout.OLDEST_FLOOR))
+    needed.update((layout.LATEST_HINT, layout.OLDEST_FLOOR, layout.MARKER_HORIZON))
     # Expired-root markers below the floor are part of the format (they keep
     # expired versions from being published again), not orphans.
-    for v, size in _listed_roots(storage).items():
+    # ``vn/`` is listed once, for this and for the orphans below.
+    version_files = storage.list_sizes(layout.VERSION_DIR)
+    for v, size in _listed_roots(storage, version_files).items():
         if v < floor and size == len(layout.EXPIRED_ROOT):
             needed.add(layout.root_path(v))
+    kept_versions = set(range(floor, kept.latest + 1)) | kept.pinned
+    # A kept root that cannot be read may reach any node, action or
+    # definition file: while one is missing or damaged, none is an orphan.
+    unread = len(kept.roots) < kept.latest + 1 - floor
     orphans: list[str] = []
     for folder in (
         layout.VERSION_DIR,
@@ -997,14 +1249,35 @@ def check_files(store: CatalogStore) -> FileCheck:
         PIN_DIR,
         EXPORT_DIR,
     ):
-        orphans.extend(p for p in storage.list(folder) if p not in needed)
+        if unread and folder in (layout.NODE_DIR, layout.DEF_DIR, layout.ACT_DIR):
+            continue
+        stored = sorted(version_files) if folder == layout.VERSION_DIR else storage.list(folder)
+        orphans.extend(p for p in stored if p not in needed)
     orphans.extend(f"{TMP_DIR}/{name}" for name, _ in storage.temporary_files())
     return FileCheck(
         oldest_version=floor,
         latest_version=kept.latest,
-        kept_versions=tuple(sorted({r.version for r in kept.roots} | kept.pinned)),
+        kept_versions=tuple(sorted(kept_versions)),
         checked_files=checked,
         missing=tuple(sorted(set(kept.missing))),
         damaged=tuple(damaged),
         orphans=tuple(sorted(orphans)),
+        awaiting_expiration=tuple(sorted(awaiting)),
     )
+
+
+def _finished(storage: Storage, paths: list[str], now_millis: float) -> bool:
+    """Whether the state files ``paths`` of a distributed transaction that
+    is not open belong to one that finished, so that expiration removes them
+    (§8.3 step 7 reads step 0): step 0 is readable, and the last step is a
+    claim (committed or rolled back) or the transaction is past its TTL
+    (dropped by expiration). Otherwise (a ``distribute()`` that failed or is
+    still running, or unreadable states) they are orphans."""
+    try:
+        first = parse(apb.TransactionState, storage.read(min(paths)), min(paths))
+        last = parse(apb.TransactionState, storage.read(max(paths)), max(paths))
+    except OlympiaError:
+        return False
+    if last.outcome != apb.TRANSACTION_OUTCOME_OPEN:
+        return True
+    return first.transaction.expires_at_millis < now_millis

@@ -47,6 +47,12 @@ class CatalogReader:
     def _record(self, action_type: int, key: str, found: bool) -> None:
         """Remember a read (transactions record them; views do not)."""
 
+    def _record_check(self, action_type: int, key: str, found: bool) -> None:
+        """Remember a read a listing evaluates before it lists (the check that
+        its namespace exists): transactions record it as they record a write's
+        precondition, left out when it adds nothing (spec/transactions.md §1)."""
+        self._record(action_type, key, found)
+
     def _read(self, action_type: int, key: str) -> bytes | None:
         value = self._get(key)
         self._record(action_type, key, value is not None)
@@ -76,11 +82,16 @@ class CatalogReader:
     def list_namespaces(self) -> list[str]:
         """Names of all namespaces, sorted."""
         prefix = self._keys.namespaces_prefix()
-        self._record(A.NAMESPACES_LIST, prefix, True)
-        return [self._keys.decode(k).parts[0] for k, _ in self._scan(prefix)]
+        names = [self._keys.decode(k).parts[0] for k, _ in self._scan(prefix)]
+        # ``found``: whether anything was under the prefix (spec/format.md §3.4).
+        self._record(A.NAMESPACES_LIST, prefix, bool(names))
+        return names
 
     def _require_namespace(self, namespace: str) -> None:
-        if self._read(A.NAMESPACE_EXISTS, self._keys.namespace(namespace)) is None:
+        key = self._keys.namespace(namespace)
+        found = self._get(key) is not None
+        self._record_check(A.NAMESPACE_EXISTS, key, found)
+        if not found:
             raise NamespaceNotFoundError(f"namespace {namespace!r} does not exist")
 
     # --- tables -----------------------------------------------------------------
@@ -115,8 +126,9 @@ class CatalogReader:
         require_namespace(self._keys, "namespace", namespace)
         self._require_namespace(namespace)
         prefix = self._keys.tables_prefix(namespace)
-        self._record(A.TABLES_LIST, prefix, True)
-        return [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+        names = [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+        self._record(A.TABLES_LIST, prefix, bool(names))
+        return names
 
     # --- views ------------------------------------------------------------------
 
@@ -150,8 +162,9 @@ class CatalogReader:
         require_namespace(self._keys, "namespace", namespace)
         self._require_namespace(namespace)
         prefix = self._keys.views_prefix(namespace)
-        self._record(A.VIEWS_LIST, prefix, True)
-        return [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+        names = [self._keys.decode(k).parts[1] for k, _ in self._scan(prefix)]
+        self._record(A.VIEWS_LIST, prefix, bool(names))
+        return names
 
 
 class CatalogVersion(CatalogReader):

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from olympia.codec import CommitInfo
 from olympia.errors import CommitConflictError, CommitFailedError, OlympiaError
 
 log = logging.getLogger("olympia.spark")
@@ -169,7 +171,12 @@ def session(
     # Spark binds the driver to the host name, which need not resolve.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
+    # Spark's own warehouse (by default spark-warehouse/ in the current
+    # folder) holds nothing of ours: a temporary folder, removed at exit.
+    scratch = tempfile.mkdtemp(prefix="olympia-spark-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     settings = {
+        "spark.sql.warehouse.dir": str(Path(scratch, "spark-warehouse")),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.host": "127.0.0.1",
@@ -248,6 +255,9 @@ def transaction(
     isolation: str | None = None,
     catalog: str = "lake",
     distributed: bool = False,
+    message: str | None = None,
+    author: str | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> Iterator[SparkTransaction]:
     """BEGIN ... COMMIT for the Spark SQL statements in a ``with`` block.
 
@@ -257,13 +267,18 @@ def transaction(
     transaction; a clean exit commits it as one catalog version, an
     exception rolls it back (nothing is published) and propagates.
     Collect results inside the block: DataFrames resolved in it are bound to
-    the transaction.
+    the transaction. ``message``, ``author`` and ``properties`` are the
+    commit metadata stored with the transaction's version
+    (``olympia.Catalog.begin``; ``POST /txn``, spec/rest.md §8).
 
     Raises:
+        olympia.InvalidArgumentError: bad commit metadata (before anything
+            is sent).
         olympia.CommitConflictError: the commit conflicts with one that
             landed first (nothing was published).
         olympia.CommitFailedError: the outcome of the commit is unknown.
     """
+    info = CommitInfo.checked(message, author, properties)
     key = f"spark.sql.catalog.{catalog}.uri"
     uri = spark.conf.get(key, None)
     if uri is None:
@@ -272,7 +287,10 @@ def transaction(
     if "/txn/" in base:
         raise ValueError(f"catalog {catalog!r} is already inside a transaction ({uri})")
     token = spark.conf.get(f"spark.sql.catalog.{catalog}.token", None)
-    begun = _call(f"{base}/txn", {"isolation": isolation, "distributed": distributed}, token)
+    body: dict[str, Any] = {"isolation": isolation, "distributed": distributed}
+    if not info.empty:
+        body.update(message=info.message, author=info.author, properties=dict(info.properties))
+    begun = _call(f"{base}/txn", body, token)
     txn = SparkTransaction(begun["id"], begun["isolation"], begun["begin-version"])
     _point_catalog(spark, catalog, f"{base}/txn/{txn.id}")
     try:

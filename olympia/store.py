@@ -32,6 +32,7 @@ from olympia.codec import (
     INLINE_ACTION_BYTES_MAX,
     INLINE_ACTIONS_MAX,
     SUPPORTED_FORMAT_VERSIONS,
+    CommitInfo,
     GroupEntry,
     NodeFile,
     RootInfo,
@@ -119,6 +120,9 @@ class ChainLink:
     #: §3.2): their entries, the first naming ``transaction_id``; then
     #: ``begin_version`` is the smallest of their begin versions.
     group: tuple[GroupEntry, ...] = ()
+    #: The commit metadata of its transactions that have any, in serial
+    #: order (``$commit_info``, spec/format.md §3.7).
+    commit_infos: tuple[tuple[str, CommitInfo], ...] = ()
 
     @property
     def transaction_ids(self) -> tuple[str, ...]:
@@ -318,12 +322,20 @@ class CatalogStore:
         self._raw_roots = _LRU(256)
         #: Cache for data derived from immutable files (e.g. conflict footprints).
         self.derived = _LRU(cache_size)
+        #: The roots read along with a put that lost (see :meth:`commit`),
+        #: by the lost root's path: (the clock before the reads, the replies).
+        self._lost_reads = _LRU(4)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._hint_write: Future[None] | None = None
         #: The newest version this store saw published (found or committed):
         #: where the next probe for the latest version starts (-1: none yet).
         self._seen = -1
+        #: ``(u, t)``: at this process's clock ``t`` (ms), read before the
+        #: request that told it, version ``u`` was absent, or the floor was
+        #: at or below ``u``: every version from ``u`` up may be put until
+        #: ``t`` plus the commit time limit (spec/transactions.md §8.6).
+        self._free_since: tuple[int, int] | None = None
         self.last_write = WriteStats()
         _LIVE_STORES.add(self)
 
@@ -333,7 +345,14 @@ class CatalogStore:
         task and a lock held by another thread would never be released."""
         self._pool = None
         self._pool_lock = threading.Lock()
-        for cache in (self._nodes, self._values, self._roots, self._raw_roots, self.derived):
+        for cache in (
+            self._nodes,
+            self._values,
+            self._roots,
+            self._raw_roots,
+            self.derived,
+            self._lost_reads,
+        ):
             cache.reset_lock()
 
     # --- reading ---------------------------------------------------------------
@@ -594,11 +613,13 @@ class CatalogStore:
         if root is not None:
             return root.version
         for _ in range(_FLOOR_ROUNDS):
+            clock = _now_millis()
             oldest = self.oldest_version()
             found = self._probe_latest(oldest)
             floor = self.oldest_version()
             if found is not None and found >= floor:
                 self._note_seen(found)
+                self._note_free(found + 1, clock)
                 return found
             if found is None and floor == oldest:
                 break  # nothing moved under the probe: no root where the floor says
@@ -615,6 +636,13 @@ class CatalogStore:
     def _note_seen(self, version: int) -> None:
         if version > self._seen:
             self._seen = version
+
+    def _note_free(self, version: int, clock: int) -> None:
+        """Record that ``version`` was absent (or not below the floor) when
+        the clock read ``clock``, before the request that told it."""
+        known = self._free_since
+        if known is None or clock >= known[1]:
+            self._free_since = (version, clock)
 
     def _probe_known(self) -> Root | None:
         """The latest version, probed from the newest one this store saw (or,
@@ -633,6 +661,10 @@ class CatalogStore:
             start = max(hint or 0, floor or 0)
         width = _PROBE_WIDTH
         for _ in range(_PROBE_ROUNDS):
+            # What this store knew before the round: whether it may trust a
+            # start only checked for existence (below).
+            free, headed = self._free_since, self._holds_root(start)
+            clock = _now_millis()
             found = self._probe_round(start, width)
             if found is None:
                 return None
@@ -647,20 +679,42 @@ class CatalogStore:
                 # read now tells (expiration writes it before deleting roots).
                 held = self._roots.get(layout.root_path(last))
                 marked = isinstance(held, Root) and int(held.definition.format_version) >= 2
+                if marked and headed and last == start and isinstance(held, Root):
+                    # Only the existence of ``last`` was checked, and a marker
+                    # exists too; its successor may be missing because a
+                    # marker horizon let expiration delete its marker. That
+                    # needs more than four commit time limits since this
+                    # store last learnt that ``last + 1`` was absent
+                    # (spec/transactions.md §8.6); past one, read the floor.
+                    limit = commit_time_limit_millis(held.definition)
+                    marked = (
+                        free is not None
+                        and free[0] <= last + 1
+                        and _now_millis() - free[1] <= limit
+                    )
                 if not marked and last < self.oldest_version():
                     return None
+                # ``last + 1`` was absent when the round was sent, and
+                # ``last`` is the latest: no version above it was published.
+                self._note_free(last + 1, clock)
                 self._note_seen(last)
                 return self.load_root(last)
             start, width = last, width * 4
         return None
 
     def _probe_round(
-        self, start: int, width: int, start_exists: bool = False
+        self,
+        start: int,
+        width: int,
+        start_exists: bool = False,
+        given: Sequence[bytes | bool | None] | None = None,
     ) -> tuple[int, bool] | None:
         """Read the roots of ``start .. start + width`` (existence is always
         asked of the storage); return the last of the unbroken run from
         ``start`` and whether the whole range was present, or None when
-        ``start`` is missing or a root follows a missing one."""
+        ``start`` is missing or a root follows a missing one. ``given``: the
+        replies of such a round already read (content, True for present,
+        None for missing), in place of the reads."""
         versions = list(range(start, min(start + width, layout.MAX_VERSION) + 1))
         cached = self._holds_root(start)
 
@@ -680,7 +734,9 @@ class CatalogStore:
             return read
 
         replies: list[bytes | bool | None]
-        if self.storage.parallel_reads:
+        if given is not None:
+            replies = list(given)
+        elif self.storage.parallel_reads:
             # One batch: every root read (the start only checked when its
             # root is held), sent together.
             asked = versions[1:] if start_exists else versions
@@ -728,8 +784,19 @@ class CatalogStore:
         ``probe``, on remote storage, the winner's root itself when losing
         read it. The floor is not read: a commit built on a version that
         expiration removes is refused by the check after publishing
-        (spec/transactions.md §8.4)."""
+        (spec/transactions.md §8.4).
+
+        Where the lost put read the roots from ``taken`` up along with it
+        (:meth:`commit`'s ``read_along``), those replies are the probe: no
+        request is sent unless every root they cover was there."""
         self._note_seen(taken)
+        found = self._race_reads(taken)
+        if found is not None:
+            last, complete = found
+            if not complete:
+                return self.load_root(last)
+            taken, probe = last, True  # all there: probe on from the last
+            self._note_seen(taken)
         known = self._holds_root(taken)
         if known and self.storage.parallel_reads and not probe:
             # Losing read the winner's root (to tell it from our own write):
@@ -740,19 +807,61 @@ class CatalogStore:
             return self.load_root(found[0])
         return self.load_latest()
 
+    def _race_reads(self, taken: int) -> tuple[int, bool] | None:
+        """What the roots read along with the lost put of ``taken`` show, as
+        :meth:`_probe_round` tells it; None when there were none beyond the
+        winner's own, or a read failed."""
+        along = self._lost_reads.get(layout.root_path(taken))
+        if not isinstance(along, tuple) or not along:
+            return None
+        self._lost_reads.put(layout.root_path(taken), ())  # used once
+        clock, replies = along
+        if len(replies) < 2:
+            return None
+        given: list[bytes | bool | None] = []
+        for i, reply in enumerate(replies):
+            if isinstance(reply, bytes):
+                given.append(reply)
+            elif i == 0 and self._holds_root(taken):
+                # Read before the winner's put landed; the put's own read
+                # after losing found it (and cached it).
+                given.append(True)
+            elif i > 0 and isinstance(reply, StorageFileNotFoundError):
+                given.append(None)
+            else:
+                return None
+        found = self._probe_round(taken, len(given) - 1, given=given)
+        if found is not None and not found[1]:
+            self._note_free(found[0] + 1, clock)
+        return found
+
     def prefetch_nodes(self, paths: Sequence[str]) -> None:
         """Load the node files at ``paths`` into the cache, in parallel where
         the storage benefits (a listing reads sibling leaves this way)."""
-        # Inline nodes come with the root that carries them, not as files.
-        missing = [
-            p for p in paths if self._nodes.get(p) is None and not p.startswith(_INLINE_PREFIX)
-        ]
-        if len(missing) > 1 and self.storage.parallel_reads:
+        missing = [p for p in paths if self._nodes.get(p) is None]
+        # Inline nodes come with the root file that carries them: that file
+        # is read in the same batch (a listing of a version written by a
+        # small commit on top of a bulk one reaches both kinds of node).
+        carriers: dict[str, int] = {}
+        files: list[str] = []
+        for p in missing:
+            parsed = layout.parse_inline_ref(p) if p.startswith(_INLINE_PREFIX) else None
+            if parsed is None:
+                if not p.startswith(_INLINE_PREFIX):
+                    files.append(p)
+            elif not isinstance(self._roots.get(layout.root_path(parsed[0])), Root):
+                carriers[layout.root_path(parsed[0])] = parsed[0]
+        batch = files + list(carriers)
+        if len(batch) > 1 and self.storage.parallel_reads:
             # One batch of requests; each reply is then checked and decoded by
             # load_node's own path (a failed read is left for load_node to
             # report when the scan reaches that child).
-            for path, data in zip(missing, self.storage.read_many(missing), strict=True):
+            for path, data in zip(batch, self.storage.read_many(batch), strict=True):
                 if not isinstance(data, bytes) or not layout.content_matches(path, data):
+                    continue
+                if path in carriers:
+                    with contextlib.suppress(CorruptCatalogError, VersionNotFoundError):
+                        self._decode_root(carriers[path], data)
                     continue
                 try:
                     nf = decode_node(data, path)
@@ -898,8 +1007,18 @@ class CatalogStore:
         serialized_before: Sequence[int] = (),
         after_put: Callable[[], None] | None = None,
         written_since: int | None = None,
+        rollback_to_version: int | None = None,
+        commit_info: CommitInfo | None = None,
+        read_along: int = 0,
     ) -> Root:
         """Publish ``root`` as ``version`` (see the module docstring).
+
+        ``read_along``: on storage with parallel reads, the roots of
+        ``version`` and of the ``read_along - 1`` versions above it are read
+        together with the put of the root (spec/transactions.md §3 step 5):
+        a commit that loses has the winner's root, and the versions that
+        followed it, without another round trip
+        (:meth:`load_after_lost_race` uses them).
 
         ``after_put`` is called once the outcome of the put of the root is
         visible, perhaps before it is durable (the caller lets go of the
@@ -907,7 +1026,9 @@ class CatalogStore:
         called more than once. ``written_since`` is the creation time of
         the oldest file the root depends on that the caller wrote earlier
         (a distributed transaction's first state), for the commit time
-        limit (spec/transactions.md §8.5).
+        limit (spec/transactions.md §8.5). ``rollback_to_version`` is the
+        version a rollback root restores, ``commit_info`` the committing
+        transaction's metadata (spec/format.md §3.2, §3.7).
 
         Raises:
             CommitConflictError: rule ``version-taken``: another writer
@@ -966,6 +1087,12 @@ class CatalogStore:
             action_file=action_file,
             action_file_count=actions.count if action_file is not None else 0,
             inline_nodes=tuple(inline),
+            rollback_to_version=rollback_to_version,
+            commit_infos=(
+                ((transaction_id, commit_info),)
+                if commit_info is not None and not commit_info.empty
+                else ()
+            ),
         )
         root_bytes = encode_node(NodeFile(stored_root, now, info), compression, format_version)
         # The root's content is made durable while the node files are still
@@ -979,7 +1106,15 @@ class CatalogStore:
             ) from failed[0]
         actions.written = action_file
         path = layout.root_path(version)
-        if not self._put_root(version, staged, root_bytes, after_put, (oldest, limit)):
+        if not self._put_root(
+            version,
+            staged,
+            root_bytes,
+            after_put,
+            (oldest, limit),
+            read_along,
+            markers=format_version >= 2,
+        ):
             # The files of step 2 are left for expiration to reclaim: their
             # names derive from their content, so another writer may have
             # published identical files under the same names.
@@ -1062,6 +1197,7 @@ class CatalogStore:
                 action_file=action_file,
                 action_file_count=link.actions.count if action_file is not None else 0,
                 inline_nodes=tuple(inline),
+                commit_infos=tuple((i, c) for i, c in link.commit_infos if not c.empty),
             )
             data = encode_node(NodeFile(stored, now, info), compression, format_version)
             prepared.append((Root(version, stored, info, definition, now), data, written))
@@ -1119,13 +1255,21 @@ class CatalogStore:
         data: bytes,
         placed: Callable[[], None] | None,
         written: tuple[int, int],
+        read_along: int = 0,
+        *,
+        markers: bool = True,
     ) -> bool:
         """Put the staged root ``data`` of ``version`` (put-if-absent); True
         when it is ours that is there, False when another writer's is (then
-        cached, for the loser to rebase on). ``written`` is (the creation
+        cached, for the loser to rebase on; with ``read_along``, the roots
+        from it up are read with the put: :meth:`_put_staged_root`).
+        ``written`` is (the creation
         time of the oldest new file the root names, the commit time limit):
         the root is put only if the clock, read just before, is within the
-        limit of that time (spec/transactions.md §8.5).
+        limit of that time (spec/transactions.md §8.5). With ``markers``
+        (format version 2, whose expiration may delete markers) it must also
+        be within the limit of when this store last learnt ``version`` free,
+        or the floor is read first (spec/transactions.md §8.6).
 
         Raises:
             CommitTimeoutError: the limit has passed; nothing was put.
@@ -1133,7 +1277,8 @@ class CatalogStore:
         """
         path = layout.root_path(version)
         since, limit = written
-        elapsed = _now_millis() - since
+        now = _now_millis()
+        elapsed = now - since
         if elapsed > limit:
             staged.discard()
             raise CommitTimeoutError(
@@ -1141,8 +1286,30 @@ class CatalogStore:
                 f"first new file was written, more than the catalog's commit time limit of "
                 f"{limit / 1000:g} s (spec/transactions.md §8.5); nothing changed, try again"
             )
+        free = self._free_since
+        if markers and (free is None or free[0] > version or now - free[1] > limit):
+            # This process last learnt that ``version`` was free too long ago
+            # (a transaction that began long ago, a store that never probed):
+            # expiration may have deleted the marker of ``version`` meanwhile
+            # (spec/transactions.md §8.6). The floor tells: below it, the
+            # version was published and expired, so the race is lost.
+            try:
+                floor = self.oldest_version()
+            except StorageError as exc:
+                staged.discard()
+                raise CommitFailedError(
+                    f"version {version} was not published: the oldest-version floor could "
+                    f"not be read ({exc}); nothing changed, try again"
+                ) from exc
+            if version < floor:
+                staged.discard()
+                self._note_seen(version)
+                return False
+            self._note_free(version, now)
         try:
-            self.storage.put_staged(path, staged, placed=placed)  # consumes it
+            clock = _now_millis()
+            self._put_staged_root(version, staged, placed, read_along, clock)  # consumes it
+            self._note_free(version + 1, clock)
             return True
         except StorageFileExistsError as exc:
             landed = exc.existing
@@ -1164,6 +1331,36 @@ class CatalogStore:
         self._note_seen(version)
         self._keep_winner(version, landed)
         return False
+
+    def _put_staged_root(
+        self,
+        version: int,
+        staged: Staged,
+        placed: Callable[[], None] | None,
+        read_along: int,
+        clock: int,
+    ) -> None:
+        """Put the root of ``version``; on storage with parallel reads, read
+        the roots of ``version .. version + read_along - 1`` with it, kept
+        for :meth:`load_after_lost_race` if the put loses (``clock``: read
+        before they were sent).
+
+        Raises:
+            StorageFileExistsError: another writer's root is there.
+            StorageError: the outcome is unknown.
+        """
+        path = layout.root_path(version)
+        if read_along < 1 or not self.storage.parallel_reads:
+            self.storage.put_staged(path, staged, placed=placed)
+            return
+        last = min(version + read_along - 1, layout.MAX_VERSION)
+        reads = [layout.root_path(v) for v in range(version, last + 1)]
+        outcome = self.storage.put_staged_reading(path, staged, reads, placed)
+        if outcome.taken:
+            self._lost_reads.put(path, (clock, tuple(outcome.replies)))
+            raise StorageFileExistsError(
+                f"file {path!r} already exists in {self.storage.location}", outcome.existing
+            )
 
     def wait_for_background_writes(self) -> None:
         """Wait until the ``vn/latest`` hint this store last wrote in the

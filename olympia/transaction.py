@@ -17,6 +17,7 @@ from typing import Any, cast
 from olympia import validate
 from olympia.actions import ActionLog as ActionLog
 from olympia.actions import _read_bytes as _read_bytes
+from olympia.codec import CommitInfo
 from olympia.commit import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
 from olympia.commit import GROUP_COMMIT as GROUP_COMMIT
 from olympia.commit import Commit, nothing_to_publish
@@ -90,6 +91,7 @@ class Transaction(CatalogReader):
         distributed: pb.DistributedTransaction | None = None,
         step: int = -1,
         claim: apb.TransactionState | None = None,
+        commit_info: CommitInfo | None = None,
     ) -> None:
         self._store = store
         self._root = root
@@ -112,6 +114,10 @@ class Transaction(CatalogReader):
             persisted=len(actions) if distributed is not None else 0,
             claim=claim,
         )
+        #: The commit metadata published with this transaction (format.md §3.7).
+        self._commit_info = None if commit_info is None or commit_info.empty else commit_info
+        if distributed is not None:
+            self._steps.stored_info = self._commit_info
         # Reads (type, key) and keys written among self._actions[:self._noted_upto].
         self._noted_reads: set[tuple[int, str]] = set()
         self._noted_writes: set[str] = set()
@@ -159,6 +165,39 @@ class Transaction(CatalogReader):
         """The object keys of this catalog (for a :class:`ContentMerge`)."""
         return self._keys
 
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        """The commit metadata (message, author, properties) that will be
+        published with this transaction; None when none was given."""
+        return self._commit_info
+
+    def set_commit_info(
+        self,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace this transaction's commit metadata: a ``message``, an
+        ``author`` and string ``properties``, stored in the version that
+        commits it and returned by ``Catalog.history()`` (all None: none).
+        Bounds: spec/transactions.md §1.1. A distributed transaction stores
+        it at once as a step of its state (§6.1), so that whichever process
+        commits it publishes it.
+
+        Raises:
+            InvalidArgumentError, InvalidArgumentTypeError: a value is not a
+                string (a mapping of strings for ``properties``) or too long.
+            TransactionClosedError; for a distributed transaction, what
+                storing a step raises (CommitConflictError, StorageError).
+        """
+        info = CommitInfo.checked(message, author, properties)
+        self._check_open()
+        new = None if info.empty else info
+        if new == self._commit_info:
+            return
+        self._steps.persist(self._actions, info=info)
+        self._commit_info = new
+
     def set_content_merge(self, merge: ContentMerge | None) -> None:
         """Let ``merge`` judge concurrent changes to the content of its tables
         when this transaction commits (spec/transactions.md §4.3); None
@@ -202,6 +241,15 @@ class Transaction(CatalogReader):
     def _record(self, action_type: int, key: str, found: bool) -> None:
         self._check_open()
         self._append([(action_type, key, found)])
+
+    def _record_check(self, action_type: int, key: str, found: bool) -> None:
+        """The namespace check of ``list_tables``/``list_views``: recorded like
+        a write's precondition (spec/transactions.md §1), so once per
+        transaction and namespace, and not when it writes that namespace."""
+        self._check_open()
+        reads = self._check_reads([Check(action_type, key, found)], ())
+        if reads:
+            self._append(reads)
 
     def _write(self, action: apb.Action) -> None:
         """Apply a write; record the preconditions it evaluated as reads, then
@@ -564,7 +612,7 @@ class Transaction(CatalogReader):
         if steps.pending_record is None:
             steps.pending_record = new_record(self.id, self.isolation, self._root)
         record = steps.pending_record
-        steps.write_first(self._actions, record)
+        steps.write_first(self._actions, record, self._commit_info)
         _create_object(self._store, self._keys, record)
         steps.record = record
         return self.id
@@ -674,6 +722,7 @@ class Transaction(CatalogReader):
             merge=self._merge,
             own=own,
             written_since=self._written_since,
+            commit_info=self._commit_info,
         )
         version = attempt.run()
         self.published_by_holder = attempt.published_by_holder
@@ -849,6 +898,7 @@ def resume(
         distributed=found.record,
         step=found.step,
         claim=found.claim,
+        commit_info=found.commit_info,
     )
 
 

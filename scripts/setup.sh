@@ -16,9 +16,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 # Iceberg's REST Compatibility Kit (tests/test_rck.py) compiles against
-# Debian's JUnit 5 and AssertJ.
+# Debian's JUnit 5 and AssertJ; tests/test_picture.py renders `olympia graph`
+# pictures with rsvg-convert (librsvg2-bin).
 missing=""
-for p in junit5 libassertj-core-java; do
+for p in junit5 libassertj-core-java librsvg2-bin; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -26,7 +27,7 @@ if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]
   apt-get install -y -qq $missing >/dev/null 2>&1 \
     || { apt-get update -qq && apt-get install -y -qq $missing >/dev/null; }
 elif [ -n "$missing" ]; then
-  echo "note: Debian packages$missing are missing: Iceberg's REST Compatibility Kit will install them when it runs (needs root)" >&2
+  echo "note: Debian packages$missing are missing (installing them needs root): Iceberg's REST Compatibility Kit installs its own when it runs; tests/test_picture.py skips its rendering test without rsvg-convert" >&2
 fi
 if ! command -v java >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
   echo "note: no Java on this machine: the Spark tests will be skipped (install a JDK 17)" >&2

@@ -52,6 +52,12 @@ PROPERTIES = [
     (5, T), ("k=v", T), (["k"], T), (True, T), ({1: "v"}, T), ({"k": 1}, T),
     ({"k": None}, T), ({"k": b"v"}, T), ({SURROGATE: "v"}, V), ({"k": SURROGATE}, V),
 ]  # fmt: skip
+#: Commit metadata (spec/transactions.md §1.1): message, author, properties.
+COMMIT_INFO: dict[str, Any] = {
+    "message": [*OPTIONAL_TEXT, ("x" * 65_537, V)],
+    "author": [*OPTIONAL_TEXT, ("é" * 513, V)],
+    "properties": [*PROPERTIES, ({"": "v"}, V), ({"k": "v" * 4097}, V)],
+}
 UNSET = [
     ("k", T), (b"k", T), (5, T), ({"k": "v"}, T), ((k for k in ["k"]), T),
     ([1], T), ([None], T), ([SURROGATE], V),
@@ -157,6 +163,7 @@ def _rows() -> list[Row]:
     add("Catalog", "history", {}, since=OPTIONAL_VERSION)
     for method in ("begin", "transaction"):
         add("Catalog", method, {}, isolation=ISOLATION, max_attempts=MAX_ATTEMPTS)
+        add("Catalog", method, {}, **COMMIT_INFO)
     add(
         "Catalog",
         "resume",
@@ -184,6 +191,7 @@ def _rows() -> list[Row]:
         keep_last=KEEP_LAST,
         grace_seconds=SECONDS,
         allow_short_grace=BOOL,
+        dry_run=BOOL,
     )
 
     # reads: on a read-only version and on transactions
@@ -262,6 +270,7 @@ def _rows() -> list[Row]:
             metadata_location=TEXT,
         )
     add("Transaction", "set_content_merge", {}, merge=[(5, T), ("hook", T), (object(), T)])
+    add("Transaction", "set_commit_info", {}, **COMMIT_INFO)
     return rows
 
 

@@ -105,10 +105,12 @@ def test_log_json_table_and_graph(lake: str) -> None:
     log = run_json("log", warehouse=lake)
     assert [e["version"] for e in log] == [0, 1, 2, 3]
     assert log[3]["begin_version"] == 1 and log[3]["isolation"] == "serializable"
-    assert {a["type"] for a in log[3]["actions"]} >= {"table_update"}
+    assert {"kind": "table", "name": "sales.orders", "change": "updated"} in log[3]["transactions"][
+        0
+    ]["changes"]
     table = run("log", warehouse=lake)
     assert table.returncode == 0
-    assert "table_update" in table.stdout
+    assert "sales.orders updated" in table.stdout
     graph = run("log", "--graph", warehouse=lake)
     assert graph.returncode == 0
     assert "began at 1, rebased over 1 version(s)" in graph.stdout
@@ -149,6 +151,7 @@ def test_rollback_export_expire(lake: str, tmp_path: Path) -> None:
     )
     assert res["oldest_version"] == 4
     assert res["deleted_roots"] >= 3
+    assert res["deleted_markers"] == 0  # markers go only once a horizon has matured
     assert run("ls", "--version", "1", warehouse=lake).returncode == 2
     assert run_json("export", "--drop", "nightly", warehouse=lake) == {"dropped": "nightly"}
     bad = run("expire", "--older-than", "yesterday", warehouse=lake)
@@ -164,7 +167,7 @@ def test_txn_list_show_rollback(lake: str) -> None:
     assert [t["id"] for t in listed] == [txn_id]
     shown = run_json("txn", "show", txn_id, warehouse=lake)
     assert shown["begin_version"] == 3
-    assert any(a["type"] == "table_create" for a in shown["actions"])
+    assert {"kind": "table", "name": "sales.staged", "change": "created"} in shown["actions"]
     assert run_json("txn", "rollback", txn_id, warehouse=lake)["rolled_back"] is True
     assert run_json("txn", "list", warehouse=lake) == []
     res = run("txn", "show", "0" * 32, warehouse=lake)
@@ -356,3 +359,107 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     error = reader.stderr.read().decode()
     assert reader.wait(timeout=120) == 0, error
     assert "Traceback" not in error and "BrokenPipe" not in error
+
+
+# --- safe expiration and a file check that reads right (issue 22: items 1, 7, 8) ------
+
+
+def _all_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_init_sets_the_retention_that_expire_without_options_applies(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    res = run(
+        "init", "--expire-max-age-seconds", "3600", "--expire-min-versions", "2", warehouse=uri
+    )
+    assert res.returncode == 0, res.stderr
+    assert "younger than 1 h" in res.stdout and "newest 2" in res.stdout
+    cat = olympia.load_catalog(uri)
+    assert cat.definition.expire_max_age_millis == 3_600_000
+    assert cat.definition.expire_min_versions == 2
+    for name in ("a", "b", "c"):
+        with cat.transaction() as t:
+            t.create_namespace(name)
+    data = run_json("expire", "--grace-seconds", "0", "--allow-short-grace", warehouse=uri)
+    assert data["oldest_version"] == 0 and data["expired_versions"] == 0  # all are young
+    assert data["retention"] == {"max_age_millis": 3_600_000, "min_versions": 2}
+    assert olympia.load_catalog(uri).oldest_version == 0
+    for bad in ("0", "-5", "nan", "inf", "soon"):
+        res = run("init", "--expire-max-age-seconds", bad, warehouse=str(tmp_path / "x"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (bad, res.stderr)
+    assert not (tmp_path / "x" / "vn").exists()
+
+
+def test_expire_dry_run_prints_what_would_go_and_deletes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    assert run("init", warehouse=str(root)).returncode == 0
+    cat = olympia.load_catalog(str(root))
+    for name in ("a", "b", "c", "d"):
+        with cat.transaction() as t:
+            t.create_namespace(name)
+    cat.store.wait_for_background_writes()
+    before = _all_files(root)
+    args = ["expire", "--keep-last", "2", "--grace-seconds", "0", "--allow-short-grace"]
+    res = run(*args, "--dry-run", warehouse=str(root))
+    assert res.returncode == 0, res.stderr
+    assert "dry run" in res.stdout and "would delete" in res.stdout
+    data = run_json(*args, "--dry-run", warehouse=str(root))
+    assert _all_files(root) == before
+    assert data["dry_run"] is True and data["oldest_version"] == 3
+    assert (data["first_expired_version"], data["last_expired_version"]) == (0, 2)
+    assert data["deleted_roots"] == 3
+    assert {p for p in data["paths"] if p.startswith("vn/")} == {
+        f"vn/{n}" for n in ("0" * 64, "1" + "0" * 63, "01" + "0" * 62)
+    }
+    done = run_json(*args, warehouse=str(root))
+    assert done["dry_run"] is False and done["deleted_roots"] == 3 and "paths" not in done
+    after = _all_files(root)
+    assert {p for p in before if after.get(p) != before[p]} - {"vn/oldest"} == set(data["paths"])
+    res = run("expire", "--help")
+    assert "--dry-run" in res.stdout and "retention" in res.stdout
+
+
+def test_fsck_after_a_distributed_commit_has_no_orphans(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    cat = olympia.load_catalog(uri)
+    txn = cat.begin()
+    txn.create_namespace("d")
+    txn_id = txn.distribute()
+    cat.resume(txn_id).commit()
+    res = run("fsck", warehouse=uri)
+    assert res.returncode == 0, res.stderr
+    assert "0 orphan(s)" in res.stdout and "2 awaiting expiration" in res.stdout
+    data = run_json("fsck", warehouse=uri)
+    assert data["orphans"] == [] and len(data["awaiting_expiration"]) == 2
+    assert all(p.startswith(f"dtxn/{txn_id}/") for p in data["awaiting_expiration"])
+    run_json(
+        "expire", "--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace", warehouse=uri
+    )
+    data = run_json("fsck", warehouse=uri)
+    assert data["ok"] and data["orphans"] == [] and data["awaiting_expiration"] == []
+
+
+def test_fsck_lists_a_damaged_root_under_damaged_with_exit_1(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    cat = olympia.load_catalog(uri)
+    for name in ("a", "b", "c"):
+        with cat.transaction() as t:
+            t.create_namespace(name)
+    old_root = Path(uri) / "vn" / ("1" + "0" * 63)  # version 1
+    old_root.write_bytes(b"garbage")
+    res = run("fsck", "--json", warehouse=uri)
+    assert res.returncode == 1, res.stderr
+    data = json.loads(res.stdout)
+    assert not data["ok"] and data["missing"] == []
+    assert len(data["damaged"]) == 1 and data["damaged"][0].startswith(f"vn/{old_root.name}: ")
+    assert "version 1" in data["damaged"][0]
+    # The latest root damaged: the catalog cannot be opened, but fsck still says which file.
+    latest = Path(uri) / "vn" / ("11" + "0" * 62)  # version 3
+    latest.write_bytes(b"garbage too")
+    assert run("ls", warehouse=uri).returncode == 3
+    res = run("fsck", warehouse=uri)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "DAMAGED" in res.stdout and latest.name in res.stdout and "2 damaged" in res.stdout

@@ -123,7 +123,7 @@ def test_expired_transaction_cannot_be_resumed(tmp_path):
     assert [t.id for t in cat.list_transactions(include_expired=True)] == [txn_id]
     with cat.transaction() as t:
         t.create_namespace("later")
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert cat.list_transactions(include_expired=True) == []  # its object was dropped
     assert result.oldest_version == cat.version  # and it no longer holds the floor back
     assert cat.store.storage.list("dtxn") == []

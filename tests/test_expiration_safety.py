@@ -185,10 +185,11 @@ def test_export_racing_an_expiration_is_pinned_from_its_start(tmp_path, monkeypa
     check = cat.fsck()  # the pinned version 2 is complete
     assert check.ok and check.kept_versions == (2, 4), check
     assert _fresh(cat).latest().list_tables("n") == [f"d{i}" for i in range(6)]
-    cat.expire_versions(grace_seconds=0, allow_short_grace=True)  # later expirations keep working
+    # Later expirations keep working.
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert cat.fsck().clean
     cat.drop_export("snap")
-    cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert cat.store.storage.read(layout.root_path(2)) == layout.EXPIRED_ROOT
     assert cat.fsck().clean
 
@@ -285,10 +286,15 @@ def test_temporary_files_of_killed_writers_are_removed(tmp_path):
     an_hour_ago = time.time() - 3600
     os.utime(old, (an_hour_ago, an_hour_ago))
     assert {".olympia-tmp/dead.tmp", ".olympia-tmp/inflight.tmp"} <= set(cat.fsck().orphans)
-    result = cat.expire_versions(grace_seconds=60, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=60, allow_short_grace=True)
     assert result.deleted_temporary_files == 1
     assert not old.exists() and young.exists()
-    assert cat.expire_versions(grace_seconds=0, allow_short_grace=True).deleted_temporary_files == 1
+    assert (
+        cat.expire_versions(
+            keep_last=1, grace_seconds=0, allow_short_grace=True
+        ).deleted_temporary_files
+        == 1
+    )
     assert cat.fsck().clean
 
 
@@ -308,7 +314,9 @@ def test_a_broken_pin_does_not_stop_expiration(tmp_path):
     check = cat.fsck()
     assert check.missing == (layout.root_path(1),)
     cat.drop_export("late")
-    assert cat.expire_versions(grace_seconds=0, allow_short_grace=True).broken_pins == ()
+    assert (
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True).broken_pins == ()
+    )
     assert cat.fsck().clean
 
 

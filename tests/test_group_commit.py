@@ -21,9 +21,13 @@ from typing import Any
 import pytest
 
 import olympia
+from olympia import commit as commit_module
 from olympia import group
 from olympia.proto import actions_pb2 as apb
+from olympia.storage import hostlock
 from olympia.storage.hostlock import HostLock
+from olympia.storage.local import LocalStorage
+from olympia.store import CatalogStore
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 
@@ -284,7 +288,7 @@ def test_a_request_published_but_not_answered_is_found_by_its_writer(
     uri = str(tmp_path / "cat")
     cat = _catalog(uri)
     base = cat.version
-    monkeypatch.setattr(group.Holder, "publish", lambda self, txn_id, version, latest: None)
+    monkeypatch.setattr(group.Holder, "publish", lambda self, *answer: None)
     txns = _updaters(uri, 2)
     threads = _commit_while_held(cat, txns)
     assert [t.outcome for t in threads] == [base + 1, base + 1]
@@ -630,3 +634,85 @@ def test_a_transaction_too_large_for_a_request_publishes_itself(
     assert sorted(t.outcome for t in threads) in ([base + 1, base + 1], [base + 1, base + 2])
     assert _versions_of(cat, base + 1) == {small.id: 1, large.id: 1}
     assert len(cat.latest().list_tables("w1")) == 41
+
+
+def test_waiting_writers_are_woken_by_the_ring_and_the_answer_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No waiter polls or falls back to a thread blocked in flock (spec §3.1
+    item 2): the holder that lets the lock go rings them, the one that takes
+    it publishes the other's request and its answer wakes that one."""
+    monkeypatch.setattr(hostlock, "RING_FALLBACK_SECONDS", 3600.0)
+    monkeypatch.setattr(LocalStorage, "publish_lock_wait", 3600.0)
+    started: list[str] = []
+    real_start = hostlock._Wait._start_thread
+
+    def start_thread(self: Any) -> None:
+        started.append(threading.current_thread().name)
+        real_start(self)
+
+    monkeypatch.setattr(hostlock._Wait, "_start_thread", start_thread)
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    txns = _updaters(uri, 2)
+    folder = _folder(cat)
+    lock = _hold(cat)
+    threads = [_Committer(t) for t in txns]
+    for t in threads:
+        t.start()
+    _wait_for(lambda: {t.id for t in txns} <= _requests(folder), "both requests")
+    commit_module._releaser(lock, folder)()  # let go, then ring the waiters
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a waiter was never woken"
+    assert [t.outcome for t in threads] == [base + 1, base + 1]
+    assert sum(t.txn.published_by_holder for t in threads) == 1
+    assert started == []
+
+
+def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers that all updated one table: the holder publishes its own, and
+    refuses the others only once that version is out, the oldest first and
+    the rest when its turn ends (held back, spec §3.2 item 4), so that they
+    do not all begin again at once; each reports write-write, nothing lost."""
+    events: list[str] = []
+    real_answer = group.Holder._answer
+    real_chain = CatalogStore.publish_chain
+
+    def answer(self: group.Holder, txn_id: str, text: str) -> None:
+        events.append(f"{text.split()[0]} {txn_id}")
+        real_answer(self, txn_id, text)
+
+    def chain(self: CatalogStore, base: Any, links: Any) -> Any:
+        outcome = real_chain(self, base, links)
+        events.append(f"published {len(outcome.published)}")
+        return outcome
+
+    monkeypatch.setattr(group.Holder, "_answer", answer)
+    monkeypatch.setattr(CatalogStore, "publish_chain", chain)
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    txns = []
+    for i in range(4):
+        txn = olympia.load_catalog(uri).begin("snapshot")
+        txn.describe_table("w0", "t")
+        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    won = [t for t in threads if isinstance(t.outcome, int)]
+    lost = [t for t in threads if isinstance(t.outcome, olympia.CommitConflictError)]
+    assert len(won) == 1 and len(lost) == 3
+    assert won[0].outcome == base + 1 and not won[0].txn.published_by_holder
+    assert {t.outcome.rule for t in lost} == {"write-write"}
+    assert cat.version == base + 1
+    assert cat.latest().describe_table("w0", "t").metadata_location == (
+        f"s3://data/w0/writer{threads.index(won[0])}.json"
+    )
+    # The holder's version went out first; every refusal came after it.
+    assert events[0] == "published 1"
+    assert sorted(e.split()[1] for e in events[1:]) == sorted(t.txn.id for t in lost)
+    assert all(e.startswith("refused") for e in events[1:])

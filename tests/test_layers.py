@@ -3,7 +3,7 @@
 Every module of olympia/ is parsed with ``ast``; every olympia import in it
 (at module level, inside functions, or under ``TYPE_CHECKING``) must go to a
 module of the same layer or a lower one, and the imports must form no cycle.
-A subpackage (``storage/``, ``proto/``, ``iceberg/``, ``rest/``, ``jobs/``)
+A subpackage (``storage/``, ``proto/``, ``iceberg/``, ``rest/``, ``cli/``, ``jobs/``)
 counts as one unit; ``__init__`` is the package's own ``olympia/__init__.py``.
 """
 
@@ -20,7 +20,7 @@ PACKAGE = ROOT / "olympia"
 LAYERS: list[list[str]] = [
     ["errors", "proto/"],
     ["storage/"],
-    ["layout", "keys", "node", "objects", "codec", "validate", "definition"],
+    ["layout", "keys", "node", "objects", "codec", "validate", "definition", "changes"],
     ["tree"],
     ["store"],
     ["state", "reader", "ops", "conflicts", "actions", "group", "maintenance"],
@@ -30,7 +30,7 @@ LAYERS: list[list[str]] = [
     ["catalog"],
     ["__init__"],
     ["iceberg/"],
-    ["rest/", "spark", "cli", "picture"],
+    ["rest/", "spark", "cli/", "picture"],
     ["jobs/"],
 ]
 LAYER = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}

@@ -1,7 +1,9 @@
 """The main job (olympia/jobs/orders.py) run as a user runs it: a subprocess,
-scaled down, one Spark JVM. Its output must show the rebased commit, the
-refused one and the invariant at every version; the catalog it leaves is
-checked on its own."""
+scaled down, one Spark JVM, run once for the tests of this module. Its output
+must show progress before the slow steps, the rebased commit, the refused one
+(with its reason in words), the history as ``olympia log`` prints it and the
+invariant at every version; the catalog it leaves is checked on its own, and
+the folder it ran from stays empty."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import pytest
 from iceberg_helpers import olympia_catalog
 
 import olympia
+from olympia import cli
 from olympia.proto import actions_pb2 as apb
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -26,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BATCH_TABLES = {"shop.orders_raw", "shop.orders", "shop.customer_totals", "shop.inventory"}
 
 
-def run_job(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_job(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "olympia.jobs.orders", *args],
@@ -34,7 +38,7 @@ def run_job(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
         text=True,
         timeout=timeout,
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 
@@ -46,19 +50,51 @@ def written(info: olympia.maintenance.VersionInfo) -> set[str]:
     }
 
 
-def test_main_job_scaled_down(moto_server: Any, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class JobRun:
+    """The one scaled-down run of the job the tests below look at."""
+
+    result: subprocess.CompletedProcess[str]
+    warehouse: str
+    storage_options: dict[str, Any]
+    data: Path
+    cwd: Path
+    options: tuple[str, ...]
+
+    @property
+    def lines(self) -> list[str]:
+        return self.result.stdout.splitlines()
+
+    def index(self, prefix: str) -> int:
+        """The index of the first output line that starts with ``prefix``."""
+        found = [i for i, line in enumerate(self.lines) if line.startswith(prefix)]
+        assert found, f"no line starts with {prefix!r}:\n{self.result.stdout}"
+        return found[0]
+
+
+@pytest.fixture(scope="module")
+def job(moto_server: Any, tmp_path_factory: pytest.TempPathFactory) -> JobRun:
     """One run (one JVM), with the catalog on S3 (moto) and the tables' files
     in a local folder (Spark's Iceberg runtime reaches S3 only with Iceberg's
-    AWS bundle, which PyPI does not ship)."""
+    AWS bundle, which PyPI does not ship), from a fresh, empty folder."""
     warehouse, storage_options = moto_server.location("main-job")
-    result = run_job(
-        "--warehouse", warehouse, "--data", str(tmp_path / "data"),
+    data = tmp_path_factory.mktemp("data")
+    cwd = tmp_path_factory.mktemp("cwd")
+    options = (
         "-o", f"s3.endpoint={moto_server.endpoint_url}", "-o", "s3.access-key-id=testing",
         "-o", "s3.secret-access-key=testing", "-o", "s3.region=us-east-1",
-        "--batches", "2", "--orders-per-batch", "120", "--seed", "3",
     )  # fmt: skip
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
+    result = run_job(
+        "--warehouse", warehouse, "--data", str(data), *options,
+        "--batches", "2", "--orders-per-batch", "120", "--seed", "3",
+        cwd=cwd,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return JobRun(result, warehouse, storage_options, data, cwd, options)
+
+
+def test_main_job_scaled_down(job: JobRun) -> None:
+    out = job.result.stdout
     assert "batch 1/2: 120 raw orders" in out and "batch 2/2: 120 raw orders" in out
     assert "commit was REBASED over 1 version(s) and landed as version 4" in out
     assert "VIP report REFUSED under SERIALIZABLE (rule scan-filter-matches, version 3)" in out
@@ -66,11 +102,13 @@ def test_main_job_scaled_down(moto_server: Any, tmp_path: Path) -> None:
     assert "check: invariant holds at every version (4 versions, 1..4)" in out
     assert "time travel: the tables as of version 2 (after batch 1)" in out
     assert "elapsed:" in out
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in job.result.stderr
 
+
+def test_main_job_leaves_a_consistent_catalog(job: JobRun, moto_server: Any) -> None:
     # What the catalog holds, read on its own: setup, batch 1, batch 2, the
     # partner feed (rebased) -- and no version for the refused report.
-    cat = olympia.load_catalog(warehouse, storage_options)
+    cat = olympia.load_catalog(job.warehouse, job.storage_options)
     history = cat.history()
     assert [i.version for i in history] == [0, 1, 2, 3, 4]
     batches = [i for i in history if written(i) == BATCH_TABLES]
@@ -78,10 +116,10 @@ def test_main_job_scaled_down(moto_server: Any, tmp_path: Path) -> None:
     feed = history[4]
     assert written(feed) == {"shop.orders_raw"}
     assert feed.begin_version == 2 and feed.isolation == "serializable"
-    assert (tmp_path / "data" / "shop.db" / "orders" / "data").is_dir()
+    assert (job.data / "shop.db" / "orders" / "data").is_dir()
 
     tables = olympia_catalog(
-        warehouse,
+        job.warehouse,
         **{
             "s3.endpoint": moto_server.endpoint_url,
             "s3.access-key-id": "testing",
@@ -99,12 +137,43 @@ def test_main_job_scaled_down(moto_server: Any, tmp_path: Path) -> None:
     sources = raw.group_by("source").aggregate([("order_id", "count")]).to_pylist()
     assert {r["source"]: r["order_id_count"] for r in sources} == {"web": 240, "partner": 10}
 
+
+def test_main_job_shows_progress_before_the_slow_steps(job: JobRun) -> None:
+    # Not a terminal: plain lines, each printed before the step it announces.
+    assert job.index("starting Spark") < job.index("Spark 3.")
+    for batch in (1, 2):
+        announced = job.index(f"batch {batch}/2: writing 120 raw orders to 4 tables")
+        assert announced < job.index(f"batch {batch}/2: 120 raw orders ->")
+    assert job.index("starting Spark") < job.index("batch 1/2: writing")
+
+
+def test_main_job_says_why_a_commit_was_refused_in_words(job: JobRun) -> None:
+    error = job.lines[job.index("  the error: ")]
+    assert "can match the filter total_cents >= 1 of a scan" in error, error
+    for python in ("Reference(", "term=", "Literal(", "GreaterThanOrEqual"):
+        assert python not in error, error
+
+
+def test_main_job_leaves_nothing_in_the_folder_it_ran_from(job: JobRun) -> None:
+    assert sorted(p.name for p in job.cwd.iterdir()) == []
+
+
+def test_main_job_history_is_olympia_log(job: JobRun, capsys: pytest.CaptureFixture[str]) -> None:
+    header = job.index("the catalog's version history (olympia log -w ")
+    end = job.index("not in the history: second writer: VIP report")
+    printed = "\n".join(job.lines[header + 1 : end]).strip()
+    capsys.readouterr()
+    assert cli.main(["log", "-w", job.warehouse, *job.options]) == 0
+    assert printed == capsys.readouterr().out.strip()
+    # each commit says what it was
+    for message in ("setup: namespace, 5 tables, stock", "batch 1", "batch 2", "partner feed"):
+        assert message in printed, printed
+    assert "as `olympia log` shows it" not in job.result.stdout
+
+
+def test_main_job_refuses_a_used_warehouse(job: JobRun) -> None:
     # the same warehouse again: refused before Spark starts, no traceback
-    again = run_job(
-        "--warehouse", warehouse, "--data", str(tmp_path / "data"),
-        "-o", f"s3.endpoint={moto_server.endpoint_url}", "-o", "s3.access-key-id=testing",
-        "-o", "s3.secret-access-key=testing", "-o", "s3.region=us-east-1",
-    )  # fmt: skip
+    again = run_job("--warehouse", job.warehouse, "--data", str(job.data), *job.options)
     assert again.returncode == 2
     assert "already has a namespace 'shop'" in again.stderr
     assert "Traceback" not in again.stderr

@@ -168,7 +168,7 @@ def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
     open_txn.distribute()  # version 8 creates its object; it began at 7
     with cat.transaction() as t:
         t.drop_table("n", "t1")
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == 7  # held back by the open transaction
     assert _tables(cat.at_version(7)) == ["t1", "t2", "t3", "t4"]
     assert (
@@ -182,7 +182,7 @@ def test_expire_respects_exports_grace_and_open_transactions(cat, tmp_path):
     cat.drop_export("pin")
     with pytest.raises(OlympiaError, match="no export"):
         cat.drop_export("pin")
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == cat.version
     assert _tables(cat.latest()) == ["pending", "t2", "t3", "t4"]
     assert cat.store.storage.list("dtxn") == []  # the ended transaction's states are gone

@@ -85,7 +85,7 @@ def test_an_unreadable_export_record_stops_expiration_before_anything_changes(tm
     before = _files(cat)
     for _ in range(2):  # refused every time, not only once
         with pytest.raises(CorruptCatalogError, match=r"exports/snap\.json") as info:
-            cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+            cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
         assert type(info.value) is CorruptCatalogError
         assert "drop_export('snap')" in str(info.value)
         assert _files(cat) == before  # not even the floor moved
@@ -98,7 +98,7 @@ def test_an_unreadable_export_record_stops_expiration_before_anything_changes(tm
         maintenance.exports(storage)
     # The fix the message names: the export is dropped, expiration runs.
     cat.drop_export("snap")
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == cat.version
     # every root below the floor is gone but those carrying inline nodes the
     # latest tree uses (format.md §3.6)
@@ -120,7 +120,7 @@ def test_an_export_record_pinning_a_version_above_the_latest_deletes_nothing(tmp
     storage.overwrite("exports/snap.json", json.dumps(record).encode())
     before = _files(cat)
     with pytest.raises(CorruptCatalogError, match=r"exports/snap\.json.*above the latest"):
-        cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     after = _files(cat)
     # The floor may have moved (the record reads well in itself), nothing else changed.
     assert {p: d for p, d in after.items() if p != "vn/oldest"} == {
@@ -130,7 +130,7 @@ def test_an_export_record_pinning_a_version_above_the_latest_deletes_nothing(tmp
     # Repaired, the record protects its version again.
     record["version"] = record["from_version"] = pinned
     storage.overwrite("exports/snap.json", json.dumps(record).encode())
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == cat.version and result.broken_pins == ()
     check = cat.fsck()
     assert check.clean and check.kept_versions == (pinned, cat.version)
@@ -154,12 +154,13 @@ def test_an_unreadable_rollback_pin_stops_expiration(tmp_path, data):
     storage.put_if_absent("pins/p1.json", data)
     before = _files(cat)
     with pytest.raises(CorruptCatalogError, match=r"pins/p1\.json.*delete the file"):
-        cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert _files(cat) == before
     assert _tables(cat, pinned) == [f"a{i}" for i in range(6)]
     storage.delete("pins/p1.json")
     assert (
-        cat.expire_versions(grace_seconds=0, allow_short_grace=True).oldest_version == cat.version
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True).oldest_version
+        == cat.version
     )
 
 
@@ -175,7 +176,7 @@ def test_readable_records_of_every_kind_still_pin(tmp_path):
     lapsed = {"kind": "rollback", "version": 0, "from_version": 0, "renewed_at_millis": 5}
     storage.put_if_absent("pins/lapsed.json", json.dumps(lapsed).encode())
     assert sorted(maintenance.exports(storage)) == ["old", "snap"]
-    result = cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert result.oldest_version == cat.version and result.deleted_pins == 1
     assert cat.fsck().kept_versions == (1, pinned, 3, cat.version)
     assert storage.list("pins") == ["pins/live.json"]

@@ -18,6 +18,7 @@ import pytest
 import olympia
 from olympia import commit as commit_module
 from olympia.conflicts import Footprint
+from olympia.storage import hostlock
 from olympia.storage.hostlock import FileHostLock, HostLock
 from olympia.storage.local import PUBLISH_LOCK, LocalStorage
 
@@ -183,7 +184,7 @@ def test_the_lock_file_is_not_a_temporary_file(tmp_path: Path) -> None:
     cat.store.wait_for_background_writes()  # the hint's temporary file is gone
     assert cat.store.storage.temporary_files() == []
     assert not [o for o in cat.fsck().orphans if "locks" in o]
-    cat.expire_versions(grace_seconds=0, allow_short_grace=True)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
     assert os.path.exists(_lock_path(tmp_path / "cat"))
 
 
@@ -282,3 +283,72 @@ def test_s3_writers_of_one_host_share_a_lock_per_catalog(s3_location: Any) -> No
     assert isinstance(again, FileHostLock)
     folder = os.path.dirname(again.path)
     assert os.stat(folder).st_mode & 0o777 == 0o700
+
+
+class _WokenWaiting:
+    """A ``while_waiting`` with a wake-up descriptor (hostlock.Waiting): counts
+    its calls; ``wake()`` makes the descriptor readable, as a holder's answer
+    or ring does."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        os.set_blocking(self.read, False)
+        self.calls = 0
+        self.first = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.first.set()
+
+    def wake_fd(self) -> int | None:
+        return self.read
+
+    def wake(self) -> None:
+        os.write(self.write, b"!")
+
+
+def test_a_waiter_with_a_wake_up_descriptor_sleeps_until_it_is_woken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing polls (spec §3.1 item 2): between wake-ups the waiter neither
+    calls ``while_waiting`` nor tries the lock, however short ``interval``."""
+    monkeypatch.setattr(hostlock, "RING_FALLBACK_SECONDS", 3600.0)  # no flock thread
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+    waiting = _WokenWaiting()
+    sleeps = hostlock.WAKE_COUNTS["sleeps"]
+    got: list[FileHostLock] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(FileHostLock(path, 3600, waiting, interval=0.001))
+    )
+    waiter.start()
+    assert waiting.first.wait(60)
+    time.sleep(0.2)  # a poller would have looked ~200 times by now
+    assert waiting.calls == 1
+    assert hostlock.WAKE_COUNTS["sleeps"] - sleeps == 1  # asleep once, still
+    first.release()
+    waiting.wake()  # the holder rings once it let the lock go
+    waiter.join(timeout=60)
+    assert got and got[0].held and got[0].waited
+    assert waiting.calls == 2
+    assert hostlock.WAKE_COUNTS["sleeps"] - sleeps == 1
+    got[0].release()
+
+
+def test_a_waiter_that_is_never_rung_still_gets_the_lock_from_flock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that lets the lock go without ringing (it died, or predates
+    ringing): after the fallback delay a thread blocks in flock for the waiter."""
+    monkeypatch.setattr(hostlock, "RING_FALLBACK_SECONDS", 0.01)
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+    waiting = _WokenWaiting()
+    got: list[FileHostLock] = []
+    waiter = threading.Thread(target=lambda: got.append(FileHostLock(path, 3600, waiting)))
+    waiter.start()
+    assert waiting.first.wait(60)
+    first.release()  # no ring
+    waiter.join(timeout=60)
+    assert got and got[0].held
+    got[0].release()

@@ -17,7 +17,7 @@ def _distributed(tmp_path, *, expire_first: bool = False) -> tuple[olympia.Catal
         with cat.transaction() as t:
             t.create_namespace(f"n{i}")
     if expire_first:
-        cat.expire_versions(grace_seconds=0, allow_short_grace=True)  # floor 3
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)  # floor 3
     txn = cat.begin()
     txn.create_table("n0", "t", "m/t")
     return cat, txn.distribute()

@@ -13,7 +13,7 @@ from iceberg_helpers import ids_of, olympia_catalog, rows
 from pyiceberg.catalog import load_catalog
 
 from olympia import spark as olympia_spark
-from olympia.errors import CommitConflictError
+from olympia.errors import CommitConflictError, InvalidArgumentError
 from olympia.rest import start_background
 from olympia.spark import SparkSetupError
 
@@ -252,6 +252,26 @@ def test_dtxn_namespace_drop_rolls_back_from_spark(spark: Any, warehouse: str) -
     spark.sql(f"DROP NAMESPACE {dtxn} CASCADE")
     assert not direct.namespace_exists("gone")
     assert collect(spark, "SHOW NAMESPACES IN lake.sys.dtxns") == []
+
+
+def test_commit_metadata_from_spark_block_and_sql(spark: Any, warehouse: str) -> None:
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.meta")
+    spark.sql("CREATE TABLE lake.meta.t (id BIGINT) USING iceberg")
+    props = {"job": "nightly"}
+    with olympia_spark.transaction(spark, message="spark block", author="etl", properties=props):
+        spark.sql("INSERT INTO lake.meta.t VALUES (1)")
+    info = direct.olympia.history()[-1]
+    assert (info.message, info.author, dict(info.properties)) == ("spark block", "etl", props)
+    dtxn = "lake.sys.dtxns.dtxn_meta"
+    spark.sql(f"CREATE NAMESPACE {dtxn} WITH DBPROPERTIES ('commit.message'='from SQL')")
+    spark.sql(f"INSERT INTO {dtxn}.meta.t VALUES (2)")
+    spark.sql(f"ALTER NAMESPACE {dtxn} SET DBPROPERTIES ('commit'='true', 'commit.author'='sql')")
+    info = direct.olympia.history()[-1]
+    assert (info.transaction_id, info.message, info.author) == ("dtxn_meta", "from SQL", "sql")
+    bad = olympia_spark.transaction(spark, message=7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="'message'"), bad:
+        pass
 
 
 # --- setup errors (no JVM) --------------------------------------------------------

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 import olympia
-from olympia import layout, tree
+from olympia import layout, maintenance, tree
 from olympia.codec import NodeFile, decode_node, encode_node
 from olympia.conflicts import Footprint, write_overlap
 from olympia.errors import (
@@ -154,6 +154,12 @@ def spec_node(data: bytes, read: Callable[[str], bytes | None] | None = None) ->
     pivots = rows[i : i + n_keys]
     keys = [r[0].encode() for r in pivots]
     assert keys == sorted(set(keys))
+    if "$version" in system and "$begin_version" in system:
+        # §3.2, "What readers check of a root's other keys"
+        assert int(system["$begin_version"]) < int(system["$version"]), "damaged"
+    # §3.6: $node.<i> numbered 0 .. n-1, no leading zero, no gap
+    indexes = [k[len("$node.") :] for k in system if k.startswith("$node.")]
+    assert sorted(indexes) == sorted(str(n) for n in range(len(indexes))), "damaged"
     if action_file is None:
         actions = spec_actions(rows[i + n_keys :])
     else:
@@ -162,6 +168,8 @@ def spec_node(data: bytes, read: Callable[[str], bytes | None] | None = None) ->
         file = read(action_file.decode())
         assert file is not None and hashlib.sha256(file).hexdigest()[:32] == m.group(2)
         _, act_rows, act_system, j = spec_rows(file, b"olympia-actions")
+        # §3.5: all three system rows required
+        assert re.fullmatch(rb"[0-9]{1,20}", act_system["$created_at_millis"])
         assert act_system["$transaction_id"] == system["$transaction_id"]
         assert int(act_system["$n_actions"]) == n_actions == len(act_rows) - j
         actions = spec_actions(act_rows[j:])
@@ -217,6 +225,15 @@ class SpecReader:
             low, high = (mid, high) if exists(mid) else (low, mid)
         return low
 
+    def open_version(self, version: int) -> SpecNode:
+        """format.md §2.2, "Opening a version": the floor first, then the root."""
+        if version < (spec_counter(self.read("vn/oldest")) or 0):
+            raise LookupError(f"version {version} was expired")
+        data = self.read(f"vn/{spec_name(version)}")
+        if data is None or data == b"olympia-expired-root\n":
+            raise LookupError(f"version {version} was expired")
+        return self.root(version)
+
     def root(self, version: int) -> SpecNode:
         data = self.read(f"vn/{spec_name(version)}")
         assert data is not None
@@ -224,9 +241,13 @@ class SpecReader:
         assert node.is_root and int(node.system["$version"]) == version
         return node
 
-    def child(self, path: str) -> SpecNode:
+    def child(self, path: str, carrier: int | None = None) -> SpecNode:
+        """The node ``path`` names, from a node that is the root of version
+        ``carrier`` or is carried by it (None: a node file)."""
         inline = re.fullmatch(r"vn/([01]{63}0)/(0|[1-9][0-9]{0,8})", path)
         if inline is not None:
+            # format.md §3.6: never a version above the one whose tree this is
+            assert carrier is None or spec_version(inline.group(1)) <= carrier, "damaged"
             # format.md §3.6: inline node i of the root of version w, read
             # whatever the floor says
             data = self.read(f"vn/{inline.group(1)}")
@@ -256,16 +277,20 @@ class SpecReader:
         assert data is not None and hashlib.sha256(data).hexdigest()[:32] in d
         return data
 
-    def entries(self, node: SpecNode) -> list[tuple[str, bytes]]:
-        """Every (key, value) of the tree under ``node``, in order."""
+    def entries(self, node: SpecNode, carrier: int | None = None) -> list[tuple[str, bytes]]:
+        """Every (key, value) of the tree under ``node``, in order; ``carrier``
+        as for :meth:`child` (a root is its own)."""
+        if node.is_root:
+            carrier = int(node.system["$version"])
         if node.height == 0:
             return [(row[0], self.value(row)) for row in node.pivots]
         out: list[tuple[str, bytes]] = []
         for key, value, d, c in node.pivots:
             assert value is None and d is None and c is not None
-            kid = self.child(c)
+            kid = self.child(c, carrier)
             assert kid.height == node.height - 1
-            sub = self.entries(kid)
+            inline = re.fullmatch(r"vn/([01]{63}0)/[0-9]+", c)
+            sub = self.entries(kid, None if inline is None else spec_version(inline.group(1)))
             assert sub and sub[0][0] == key
             out.extend(sub)
         return out
@@ -776,3 +801,384 @@ def test_spec_reader_reads_a_version_of_several_transactions(tmp_path):
     (info,) = cat.history(since=base + 1)
     assert [r.transaction_id for r in info.transactions] == [g[0] for g in group]
     assert [list(r.actions) for r in info.transactions] == [[a for _, a in g[3]] for g in group]
+
+
+# --- issue 23: what a second reader no longer has to guess ------------------------------
+
+
+def _records(actions: Any) -> list[tuple[int, str, bool]]:
+    return [(a.type, a.object_key, a.found) for a in actions]
+
+
+def test_listings_record_their_namespace_check_as_a_precondition(tmp_path):
+    """transactions.md §1: list_tables/list_views record NAMESPACE_EXISTS once
+    per transaction and namespace, and none for a namespace the transaction
+    wrote; the listing itself is recorded at every call."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+        t.create_table("ns", "x", "s3://b/x.json")
+    keys = cat.latest().keys
+    txn = cat.begin("serializable")
+    assert txn.list_tables("ns") == ["x"] and txn.list_views("ns") == []
+    assert txn.list_tables("ns") == ["x"]
+    txn.create_namespace("new")
+    assert txn.list_tables("new") == []
+    assert _records(txn.actions) == [
+        (A.NAMESPACE_EXISTS, keys.namespace("ns"), True),
+        (A.TABLES_LIST, keys.tables_prefix("ns"), True),
+        (A.VIEWS_LIST, keys.views_prefix("ns"), False),
+        (A.TABLES_LIST, keys.tables_prefix("ns"), True),
+        (A.NAMESPACE_CREATE, keys.namespace("new"), False),
+        (A.TABLES_LIST, keys.tables_prefix("new"), False),
+    ]
+    version = txn.commit()
+    spec = SpecReader(tmp_path / "c")
+    assert [(a.type, a.object_key, a.found) for _, a in spec.root(version).actions] == _records(
+        txn.actions
+    )
+
+
+def test_listing_found_says_whether_the_prefix_held_a_key(tmp_path):
+    """format.md §3.4: ``found`` of a list action, explicit or a precondition,
+    is whether anything was under the prefix (it used to be always true for
+    an explicit listing)."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    txn = cat.begin("serializable")
+    assert txn.list_namespaces() == []
+    txn.create_namespace("ns")
+    assert txn.list_namespaces() == ["ns"]
+    assert txn.list_views("ns") == []
+    assert [(a.type, a.found) for a in txn.actions if a.type in READ_TYPES] == [
+        (A.NAMESPACES_LIST, False),
+        (A.NAMESPACES_LIST, True),
+        (A.VIEWS_LIST, False),
+    ]
+
+
+def _raw_root(cat: olympia.Catalog, **kw: Any) -> int:
+    """Publish the latest tree again as a new version with the root keys ``kw``."""
+    base = cat.store.load_root(cat.version)
+    kw.setdefault("previous_root", base.path)
+    cat.store.commit(base.version + 1, base.node, base.definition, kw.pop("txn_id", "raw"), **kw)
+    return base.version + 1
+
+
+def test_a_begin_version_not_below_the_version_is_damage(tmp_path):
+    """format.md §3.2-§3.3: conflict checks trust $begin_version, so one at or
+    above $version is refused (earlier builds read it)."""
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri)
+    version = _raw_root(cat, begin_version=1)
+    assert version == 1
+    with pytest.raises(CorruptCatalogError, match=r"\$begin_version 1 is not below \$version 1"):
+        olympia.load_catalog(uri).at_version(1)
+    with pytest.raises(AssertionError, match="damaged"):
+        SpecReader(tmp_path / "c").root(1)
+
+
+def test_root_keys_that_are_only_reported_are_not_refused(tmp_path):
+    """format.md §3.2: the values of $isolation, $previous_root and
+    $rollback_from_root, and the syntax of $transaction_id, are ignored by
+    readers; history() reports what it can (it used to refuse a rollback
+    source that is not a root path)."""
+    uri = str(tmp_path / "c")
+    cat = olympia.create_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    odd = _raw_root(
+        cat,
+        txn_id="not an id!",
+        isolation="repeatable-read",
+        previous_root="vn/elsewhere",
+        rollback_from_root="somewhere else",
+        begin_version=0,
+    )
+    again = olympia.load_catalog(uri)
+    assert again.version == odd and again.latest().list_namespaces() == ["ns"]
+    info = again.history()[odd]
+    assert (info.transaction_id, info.isolation, info.rollback_from) == (
+        "not an id!",
+        "repeatable-read",
+        None,
+    )
+    spec = SpecReader(tmp_path / "c")
+    assert spec.entries(spec.root(odd)) == list(again.latest().scan(""))
+
+
+def test_transaction_ids_the_library_writes_have_the_stated_syntax(written):
+    """format.md §3.2: `$transaction_id` is 1 to 64 of A-Z a-z 0-9 _ -."""
+    cat, spec = written
+    cat.expire_versions(keep_last=4, grace_seconds=600)  # a maintenance commit or none
+    for version in range(cat.store.oldest_version(), cat.version + 1):
+        txn_id = spec.root(version).system["$transaction_id"].decode()
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", txn_id), txn_id
+
+
+def _tall_catalog(tmp_path: Path) -> olympia.Catalog:
+    cat = olympia.create_catalog(str(tmp_path / "c"), node_order=3)
+    with cat.transaction() as t:  # v1: a tree of height 2, its new nodes inline
+        t.create_namespace("ns")
+        for i in range(6):
+            t.create_table("ns", f"t{i}", f"s3://b/{i}.json")
+    with cat.transaction() as t:  # v2
+        t.update_table("ns", "t5", metadata_location="s3://b/5-new.json")
+    return cat
+
+
+def _rewrite_root(cat: olympia.Catalog, version: int, change: Callable[[NodeFile], NodeFile]):
+    path = layout.root_path(version)
+    storage = cat.store.storage
+    nf = change(decode_node(storage.read(path), path))
+    storage.overwrite(path, encode_node(nf, format_version=nf.format_version))
+
+
+def test_an_inline_reference_to_a_later_version_is_damage(tmp_path):
+    """format.md §3.6: the tree of version 1 naming a node that the root of
+    version 2 carries would serve version 2's data as version 1's (earlier
+    builds did)."""
+    import dataclasses
+
+    cat = _tall_catalog(tmp_path)
+    before = list(cat.at_version(1).scan(""))
+
+    def point_at_v2(nf: NodeFile) -> NodeFile:
+        kids = list(nf.node.children)
+        assert all(layout.parse_inline_ref(k) is not None for k in kids)
+        kids[-1] = layout.inline_ref(2, 0)
+        return dataclasses.replace(
+            nf, node=Node(nf.node.height, nf.node.keys, children=tuple(kids))
+        )
+
+    _rewrite_root(cat, 1, point_at_v2)
+    fresh = olympia.load_catalog(str(tmp_path / "c"))
+    with pytest.raises(CorruptCatalogError, match="names an inline node of version 2, later"):
+        list(fresh.at_version(1).scan(""))
+    assert not fresh.fsck().ok
+    spec = SpecReader(tmp_path / "c")
+    with pytest.raises(AssertionError, match="damaged"):
+        spec.entries(spec.root(1))
+    assert before != list(cat.at_version(2).scan(""))  # it would have been other data
+
+
+@pytest.mark.parametrize("name", ["$node.01", "$node.4", "$node.x"])
+def test_inline_node_rows_must_be_numbered_without_gaps(tmp_path, name):
+    """format.md §3.3, §3.6."""
+    import dataclasses
+
+    cat = _tall_catalog(tmp_path)
+
+    def renumber(nf: NodeFile) -> NodeFile:
+        assert nf.root is not None and len(nf.root.inline_nodes) >= 2
+        return dataclasses.replace(nf, extra={name: nf.root.inline_nodes[0]})
+
+    _rewrite_root(cat, 1, renumber)
+    with pytest.raises(CorruptCatalogError, match="not numbered 0 to"):
+        olympia.load_catalog(str(tmp_path / "c")).at_version(1)
+    with pytest.raises(AssertionError, match="damaged"):
+        SpecReader(tmp_path / "c").root(1)
+
+
+def test_non_root_nodes_of_either_format_version_are_read(tmp_path):
+    """format.md §3.1: a reader does not compare a non-root node's format
+    version with the catalog's; an inline node or a node file that says 1
+    in a catalog of version 2 is read by its own version."""
+    import dataclasses
+
+    cat = _tall_catalog(tmp_path)
+    expected = list(cat.at_version(1).scan(""))
+    storage = cat.store.storage
+
+    def as_version_1(nf: NodeFile) -> NodeFile:
+        assert nf.root is not None
+        inline = list(nf.root.inline_nodes)
+        ref = f"{layout.root_path(1)}/"
+        nodes = [decode_node(blob, f"{ref}{i}") for i, blob in enumerate(inline)]
+        first, second = [i for i, n in enumerate(nodes) if n.node.height == 0][:2]
+        # one leaf carried again, as a node of format version 1 ...
+        inline[first] = encode_node(nodes[first], format_version=1)
+        assert decode_node(inline[first], f"{ref}{first}").format_version == 1
+        # ... and one written out as a node file of version 1, which the
+        # root (of version 2) now names
+        data = encode_node(nodes[second], format_version=1)
+        path = layout.node_path(data)
+        storage.put_if_absent(path, data)
+        assert f"{ref}{second}" in nf.node.children
+        kids = tuple(path if c == f"{ref}{second}" else c for c in nf.node.children)
+        return dataclasses.replace(
+            nf,
+            node=Node(nf.node.height, nf.node.keys, children=kids),
+            root=dataclasses.replace(nf.root, inline_nodes=tuple(inline)),
+        )
+
+    _rewrite_root(cat, 1, as_version_1)
+    fresh = olympia.load_catalog(str(tmp_path / "c"))
+    assert list(fresh.at_version(1).scan("")) == expected
+    spec = SpecReader(tmp_path / "c")
+    assert spec.entries(spec.root(1)) == expected
+
+
+def _is_compressed(data: bytes) -> bool:
+    """Whether an Arrow IPC file's buffers are compressed: written again
+    without compression, batch by batch, it would have other bytes."""
+    reader = pa.ipc.open_file(pa.BufferReader(data))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, reader.schema) as writer:
+        for i in range(reader.num_record_batches):
+            writer.write_batch(reader.get_batch(i))
+    return bytes(sink.getvalue().to_pybytes()) != data
+
+
+def test_action_files_are_compressed_only_from_64_kib(tmp_path):
+    """format.md §3.5: the rule of node files (earlier builds compressed
+    every action file with node_compression)."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    with cat.transaction() as t:  # 201 actions: an action file of a few KiB
+        for i in range(100):
+            t.create_table("ns", f"t{i}", f"s3://b/{i}.json")
+    with cat.transaction() as t:  # 6001 actions: hundreds of KiB
+        for i in range(3000):
+            t.create_table("ns", f"u{i}", f"s3://b/u{i}.json")
+    spec = SpecReader(tmp_path / "c")
+    small, large = (spec.root(v).system["$actions"].decode() for v in (2, 3))
+    small_file, large_file = spec.read(small), spec.read(large)
+    assert small_file is not None and large_file is not None
+    assert not _is_compressed(small_file)
+    assert _is_compressed(large_file)
+    assert len(cat.history()[2].actions) == 201 and len(cat.history()[3].actions) == 6001
+
+
+def test_an_action_file_without_its_creation_time_is_damage(tmp_path):
+    """format.md §3.5: `$created_at_millis` is required, as in a node file."""
+    from olympia.codec import decode_actions
+
+    schema = pa.schema(
+        [("key", pa.utf8()), ("value", pa.binary()), ("def", pa.utf8()), ("child", pa.utf8())],
+        metadata={b"olympia.magic": b"olympia-actions", b"olympia.format-version": b"2"},
+    )
+    batch = pa.record_batch(
+        [
+            pa.array(["$transaction_id", "$n_actions"], pa.utf8()),
+            pa.array([b"t", b"0"], pa.binary()),
+            pa.nulls(2, pa.utf8()),
+            pa.nulls(2, pa.utf8()),
+        ],
+        schema=schema,
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(batch)
+    with pytest.raises(CorruptCatalogError, match=r"\$created_at_millis is missing"):
+        decode_actions(sink.getvalue().to_pybytes(), "act/x")
+
+
+def test_readers_refuse_a_version_below_the_floor_even_when_its_root_is_whole(tmp_path):
+    """format.md §2.2, "Opening a version": the floor decides, not the root
+    file (a pinned root, or one carrying inline nodes, stays whole)."""
+    cat = _tall_catalog(tmp_path)
+    storage = cat.store.storage
+    storage.overwrite(layout.OLDEST_FLOOR, b"2")
+    fresh = olympia.load_catalog(str(tmp_path / "c"))
+    assert storage.read(layout.root_path(1))[:6] == b"ARROW1"  # whole
+    with pytest.raises(olympia.VersionNotFoundError, match="expired"):
+        fresh.at_version(1)
+    with pytest.raises(LookupError, match="expired"):
+        SpecReader(tmp_path / "c").open_version(1)
+    assert SpecReader(tmp_path / "c").open_version(2).is_root
+
+
+def test_markers_count_as_root_files_when_vn_is_listed(tmp_path):
+    """format.md §2.2, "Listing vn/": a catalog whose floor names a missing
+    root and whose other roots are all markers is damaged, not absent."""
+    cat = _tall_catalog(tmp_path)
+    storage = cat.store.storage
+    for version in range(cat.version + 1):
+        storage.overwrite(layout.root_path(version), layout.EXPIRED_ROOT)
+    storage.overwrite(layout.OLDEST_FLOOR, b"5")
+    storage.overwrite(layout.LATEST_HINT, b"5")
+    with pytest.raises(CorruptCatalogError, match="no root at or above its oldest version 5"):
+        olympia.store.CatalogStore(storage).latest_version()
+    with pytest.raises(ValueError, match="damaged"):
+        SpecReader(tmp_path / "c").latest()
+
+
+def test_a_group_may_be_headed_by_a_transaction_with_an_action_file(tmp_path):
+    """transactions.md §3.2, "Who heads a version": a version of several
+    transactions whose first needs an action file of its own reads like any
+    other; nothing tells (or needs to tell) holder from request."""
+    from olympia.codec import GroupEntry
+    from olympia.store import ChainLink, PreparedActions
+
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    base = cat.store.load_root(cat.version)
+    keys = cat.latest().keys
+    changes: list[tuple[str, bytes | None]] = []
+    own: dict[str, list[tuple[str, bytes]]] = {"head": [], "next": []}
+    for i in range(70):  # more than a root keeps inline
+        name = f"h{i:02d}"
+        value = pb.Table(namespace="ns", name=name, metadata_location=f"s3://b/{name}.json")
+        action = apb.Action(type=A.TABLE_CREATE, object_key=keys.table("ns", name), table=value)
+        changes.append((keys.table("ns", name), value.SerializeToString()))
+        own["head"].append((action.object_key, action.SerializeToString()))
+    value = pb.Table(namespace="ns", name="z", metadata_location="s3://b/z.json")
+    action = apb.Action(type=A.TABLE_CREATE, object_key=keys.table("ns", "z"), table=value)
+    changes.append((keys.table("ns", "z"), value.SerializeToString()))
+    own["next"].append((action.object_key, action.SerializeToString()))
+    new_tree = tree.apply(base.node, sorted(changes), base.order, cat.store.load_node)
+    entries = (
+        GroupEntry("head", base.version, "snapshot", 70),
+        GroupEntry("next", base.version, "serializable", 1),
+    )
+    link = ChainLink(
+        "head",
+        new_tree,
+        PreparedActions(lambda: own["head"] + own["next"], 71, "head", base.definition),
+        base.version,
+        "snapshot",
+        group=entries,
+    )
+    outcome = cat.store.publish_chain(base, [link])
+    (published,) = outcome.published
+    spec = SpecReader(tmp_path / "c")
+    root = spec.root(published.version)
+    assert root.system["$actions"].startswith(b"act/")
+    group = spec_group(root)
+    assert [(g[0], len(g[3])) for g in group] == [("head", 70), ("next", 1)]
+    (info,) = olympia.load_catalog(str(tmp_path / "c")).history(since=published.version)
+    assert [(r.transaction_id, len(r.actions)) for r in info.transactions] == [
+        ("head", 70),
+        ("next", 1),
+    ]
+
+
+def test_a_catalog_whose_old_markers_went_reads_by_the_spec(tmp_path, monkeypatch):
+    """Issue 23 item 12 (format.md §2.3, transactions.md §8.6): once
+    expiration has deleted the markers below a matured horizon, a reader
+    written from the spec still finds the latest version, refuses the
+    expired ones, and reads `vn/horizon` as `<h> <w>` in ASCII decimal."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    for i in range(6):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    short = {"grace_seconds": 0, "allow_short_grace": True}
+    now = 4_000_000_000_000
+    monkeypatch.setattr(maintenance, "expiration_clock_millis", lambda: now)
+    cat.expire_versions(keep_last=2, **short)  # writes the horizon at the floor, 5
+    horizon = (tmp_path / "c" / "vn" / "horizon").read_bytes()
+    assert re.fullmatch(rb"[0-9]+ [0-9]+", horizon), horizon
+    h, w = (int(x) for x in horizon.split())
+    assert h == 5 and w == now
+    later = now + 4 * 300_000 + 1  # matured: 4 commit time limits after its clock
+    monkeypatch.setattr(maintenance, "expiration_clock_millis", lambda: later)
+    cat.expire_versions(keep_last=2, **short)
+    names = {p.name for p in (tmp_path / "c" / "vn").iterdir()}
+    assert [v for v in range(5) if spec_name(v) in names] == []  # the markers went
+    reader = SpecReader(tmp_path / "c")
+    assert reader.latest() == cat.version == 6
+    with pytest.raises(LookupError, match="expired"):
+        reader.open_version(3)
+    assert reader.open_version(5).is_root

@@ -14,6 +14,7 @@ one operation); :meth:`OlympiaCatalog.transaction` and
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,17 +47,11 @@ from olympia.iceberg.transaction import (
     OlympiaTable,
     TransactionCatalog,
 )
+from olympia.storage.options import pyiceberg_properties, s3fs_options, storage_properties
 from olympia.transaction import DEFAULT_MAX_ATTEMPTS
 
 T = TypeVar("T")
 
-#: PyIceberg's S3 properties and the s3fs storage options they become.
-_S3_OPTIONS = {
-    "s3.endpoint": "endpoint_url",
-    "s3.access-key-id": "key",
-    "s3.secret-access-key": "secret",
-    "s3.session-token": "token",
-}
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _METADATA_CACHE_SIZE = 512
@@ -64,32 +59,26 @@ _LOCATION_CACHE_SIZE = 100_000
 
 
 def storage_options(properties: Properties) -> dict[str, Any]:
-    """The olympia (s3fs) storage options for PyIceberg catalog ``properties``."""
-    options: dict[str, Any] = {
-        option: properties[prop] for prop, option in _S3_OPTIONS.items() if properties.get(prop)
-    }
-    if region := properties.get("s3.region"):
-        options["client_kwargs"] = {"region_name": region}
-    return options
+    """The olympia (s3fs) storage options for PyIceberg catalog ``properties``
+    (their ``s3.*`` keys, through olympia.storage.options, the one mapping
+    every way of opening a catalog uses).
+
+    Raises:
+        olympia.InvalidArgumentError (a ValueError): an unknown or unsupported
+            ``s3.*`` property, or a bad value.
+    """
+    return s3fs_options(storage_properties(properties))
 
 
 def catalog_properties(options: Mapping[str, Any]) -> dict[str, str]:
-    """The PyIceberg catalog properties for olympia (s3fs) storage
-    ``options``: the inverse of :func:`storage_options`.
+    """The PyIceberg catalog properties for olympia storage ``options``
+    (PyIceberg's keys or s3fs's): the inverse of :func:`storage_options`.
 
     Raises:
-        ValueError: an option that has no catalog property.
+        olympia.InvalidArgumentError (a ValueError): an option that has no
+            catalog property, or options that disagree.
     """
-    by_option = {option: prop for prop, option in _S3_OPTIONS.items()}
-    out: dict[str, str] = {}
-    for option, value in options.items():
-        if option == "client_kwargs" and isinstance(value, Mapping) and "region_name" in value:
-            out["s3.region"] = str(value["region_name"])
-        elif option in by_option:
-            out[by_option[option]] = str(value)
-        else:
-            raise ValueError(f"storage option {option!r} has no Iceberg catalog property")
-    return out
+    return pyiceberg_properties(options)
 
 
 #: The catalog's own folders under its warehouse: no table, view or file a
@@ -157,6 +146,12 @@ class OlympiaCatalog(MetastoreCatalog):
                 f"catalog, e.g. file:///data/lake or s3://bucket/prefix)"
             )
         self.warehouse = str(warehouse).rstrip("/")
+        if "://" not in self.warehouse and not os.path.isabs(self.warehouse):
+            # A relative folder means one under the current folder, as for
+            # olympia.load_catalog; table locations derived from it must not
+            # depend on where the catalog is later opened from.
+            self.warehouse = os.path.abspath(self.warehouse)
+            self.properties["warehouse"] = self.warehouse
         create = _bool_property(self.properties, "create-catalog", True)
         isolation = self.properties.get("isolation")
         if isolation is not None and str(isolation).lower() not in ("snapshot", "serializable"):
@@ -312,19 +307,44 @@ class OlympiaCatalog(MetastoreCatalog):
 
     # --- transactions ---------------------------------------------------------------
 
-    def begin(self, isolation: str | None = None) -> IcebergTransaction:
+    def begin(
+        self,
+        isolation: str | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> IcebergTransaction:
         """Start a transaction at the latest catalog version.
 
         ``isolation``: ``snapshot`` or ``serializable`` (default: the catalog
         property ``isolation``, else the olympia catalog's default).
+        ``message``, ``author`` and ``properties``: the commit metadata
+        stored with the transaction (``olympia.Catalog.begin``).
+
+        Raises:
+            olympia.InvalidArgumentError: bad isolation or commit metadata.
         """
-        txn = self.olympia.begin(isolation or self.isolation, max_attempts=self.max_attempts)
+        txn = self.olympia.begin(
+            isolation or self.isolation,
+            max_attempts=self.max_attempts,
+            message=message,
+            author=author,
+            properties=properties,
+        )
         return IcebergTransaction(self, txn)
 
-    def transaction(self, isolation: str | None = None) -> IcebergTransaction:
+    def transaction(
+        self,
+        isolation: str | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> IcebergTransaction:
         """Like :meth:`begin`, for ``with cat.transaction() as tx:`` (commit on a
         clean exit, rollback on an exception)."""
-        return self.begin(isolation)
+        return self.begin(isolation, message=message, author=author, properties=properties)
 
     def resume(self, txn_id: str) -> IcebergTransaction:
         """Continue a transaction distributed with ``IcebergTransaction.distribute()``.

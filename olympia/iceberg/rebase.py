@@ -41,6 +41,7 @@ from pyiceberg.table.update import (
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 
 from olympia.iceberg.errors import CommitConflictException
+from olympia.iceberg.expressions import to_sql
 from olympia.iceberg.metadata import ROW_LINEAGE_FORMAT_VERSION
 from olympia.iceberg.reads import MetadataReads, check_metadata_reads
 from olympia.iceberg.updates import apply_updates
@@ -233,7 +234,7 @@ def check_scans(
                     table,
                     version,
                     "scan-filter-matches",
-                    f"snapshot {start} that a scan with filter {scan.row_filter} read is no longer "
+                    f"snapshot {start} that a scan with filter {to_sql(scan.row_filter)} read is no longer "
                     f"in the history of the main branch (now at snapshot {head})",
                 )
             by_start[start] = snapshot_changes(
@@ -248,7 +249,7 @@ def check_scans(
                     version,
                     "scan-filter-matches",
                     f"{what} {changed.file.file_path} by snapshot {changed.snapshot_id} "
-                    f"({changed.operation.value}) can match the filter {scan.row_filter} of a scan "
+                    f"({changed.operation.value}) can match the filter {to_sql(scan.row_filter)} of a scan "
                     f"of snapshot {start}",
                 )
 
@@ -549,7 +550,7 @@ class _Rebaser:
             matches: Callable[[DataFile], bool]
             if conflict_filter is not None:
                 matches = filter_matcher(self.theirs, conflict_filter)
-                described = f"the filter {conflict_filter}"
+                described = f"the filter {to_sql(conflict_filter)}"
             else:
                 matches = partition_matcher(self.theirs, removed)
                 described = "the partitions of the files it removes"

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -56,6 +56,7 @@ from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
+from olympia.codec import CommitInfo
 from olympia.iceberg import names, purge, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
 from olympia.iceberg.locations import LocationNotAllowedError, path_segment
@@ -401,8 +402,17 @@ class TransactionCatalog(MetastoreCatalog):
         return info.metadata_location
 
     def _require_namespace(self, namespace: str) -> None:
-        if not self._txn.namespace_exists(namespace):
+        """A table or view is about to go into ``namespace``: it must exist.
+        An implicit parent (a namespace with only namespaces below it, which
+        :meth:`namespace_exists` reports, as SqlCatalog does) is created in
+        this transaction, with no properties, so that what exists for
+        ``namespace_exists`` also holds tables (spec/iceberg.md §2)."""
+        if self._txn.namespace_exists(namespace):
+            return
+        if not self._children(namespace):
             raise ice.NoSuchNamespaceError(f"Namespace does not exist: {namespace}")
+        with translate_errors():
+            self._txn.create_namespace(namespace, {})
 
     def note_read(self, identifier: Identifier, kind: str, key: str | None) -> None:
         """Record a read of a table's metadata: ``kind`` is ``property``
@@ -1330,6 +1340,25 @@ class IcebergTransaction:
     def key_codec(self) -> KeyCodec:
         """The object key encoding of the catalog."""
         return self.olympia_transaction.keys
+
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        """The commit metadata that will be published with this transaction."""
+        return self.olympia_transaction.commit_info
+
+    def set_commit_info(
+        self,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace the commit metadata published with this transaction
+        (``olympia.Transaction.set_commit_info``).
+
+        Raises:
+            olympia.InvalidArgumentError: a value is not a string or too long.
+        """
+        self.olympia_transaction.set_commit_info(message, author, properties)
 
     def _state(self, namespace: str, name: str, location: str | None) -> TableState:
         """The state of table ``namespace.name``, made on first use from

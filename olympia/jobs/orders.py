@@ -19,13 +19,20 @@ with each other, on an olympia catalog with nothing else running.
   SERIALIZABLE transactions while batch 2 runs: a partner feed appending to
   ``shop.orders_raw`` (rebased onto the batch and lands) and a VIP report that
   reads ``shop.customer_totals`` (refused: the batch changed what it read).
-- At the end: the version history, the invariants checked at every version
-  (time travel), the tables as of batch 1, and the elapsed time.
+- At the end: the version history as ``olympia log`` prints it (each
+  commit carries a message saying what it was), the invariants checked at
+  every version (time travel), the tables as of batch 1, and the elapsed time.
+
+While Spark starts and while each batch runs it shows what it is doing: a
+spinner on a terminal, a line per step otherwise (so that logs show it).
+Spark's own warehouse folder is a temporary one (``olympia.spark.session``):
+nothing is left in the folder the job runs from.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import sys
@@ -33,7 +40,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -50,6 +57,7 @@ from olympia.errors import CommitConflictError, OlympiaError
 from olympia.iceberg import OlympiaCatalog
 from olympia.maintenance import VersionInfo
 from olympia.proto import actions_pb2 as apb
+from olympia.storage.options import storage_properties
 
 NS = "shop"
 RAW, ORDERS, TOTALS, INVENTORY, VIP = (
@@ -65,6 +73,7 @@ STOCK_START = 1_000_000
 CATALOG_IMPL = "olympia.iceberg.OlympiaCatalog"
 AWS_SDK_CLASS = "software/amazon/awssdk/services/s3/S3Client.class"
 MAX_BATCH_ATTEMPTS = 3
+AUTHOR = "olympia main job"
 
 
 class JobError(OlympiaError):
@@ -336,6 +345,18 @@ class Job:
     def say(self, message: str) -> None:
         self.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
+    @contextlib.contextmanager
+    def working(self, message: str) -> Iterator[Callable[[str], None]]:
+        """Show ``message`` while the block runs: a spinner on a terminal
+        (the block may change its text through the function it gets), a
+        line otherwise."""
+        if self.console.is_terminal:
+            with self.console.status(message) as status:
+                yield lambda text: status.update(text)
+        else:
+            self.say(message)
+            yield lambda text: None
+
     # --- Spark -----------------------------------------------------------------------
 
     def spark_conf(self) -> dict[str, str]:
@@ -399,9 +420,11 @@ class Job:
         self.say(f"Iceberg REST server (in this process): {server.uri}")
         spark: Any = None
         try:
-            spark = olympia_spark.session(uri=server.uri, conf=conf, app_name="olympia-orders")
+            with self.working("starting Spark (one local JVM; this takes 20-30 s)..."):
+                spark = olympia_spark.session(uri=server.uri, conf=conf, app_name="olympia-orders")
             self.say(f"Spark {spark.version} started (local[2], one JVM)")
-            self.setup(spark)
+            with self.working("setup: creating the namespace and the tables..."):
+                self.setup(spark)
             writer = threading.Thread(
                 target=self._second_writer, args=(catalog,), name="second-writer"
             )
@@ -432,7 +455,12 @@ class Job:
         from olympia import spark as olympia_spark
 
         stock = ", ".join(f"('{item}', {STOCK_START}, 0, {STOCK_START})" for item in ITEMS)
-        with olympia_spark.transaction(spark, isolation="serializable") as tx:
+        with olympia_spark.transaction(
+            spark,
+            isolation="serializable",
+            message="setup: namespace, 5 tables, stock",
+            author=AUTHOR,
+        ) as tx:
             for statement in setup_sql(self.options.data):
                 spark.sql(statement)
             spark.sql(f"INSERT INTO {_t(INVENTORY)} VALUES {stock}")
@@ -455,7 +483,13 @@ class Job:
                 raise JobError("the second writer did not start")
             rows = raw_batch(rng, batch, opts.orders_per_batch, "web")
             t0 = time.monotonic()
-            version, begin_version, cleaned, customers = self.run_batch(spark, batch, rows)
+            with self.working(
+                f"batch {batch}/{opts.batches}: writing {len(rows)} raw orders to "
+                f"{len(BATCH_TABLES)} tables in one transaction..."
+            ) as update:
+                version, begin_version, cleaned, customers = self.run_batch(
+                    spark, batch, rows, update
+                )
             self.commits.append(Commit(f"batch {batch}", begin_version, version))
             rebased = version - 1 - begin_version
             self.say(
@@ -467,18 +501,28 @@ class Job:
             self.coordination.batch_committed(batch)
 
     def run_batch(
-        self, spark: Any, batch: int, rows: list[tuple[Any, ...]]
+        self,
+        spark: Any,
+        batch: int,
+        rows: list[tuple[Any, ...]],
+        update: Callable[[str], None] = lambda text: None,
     ) -> tuple[int, int, int, int]:
         """One batch as one transaction, tried again if a concurrent commit
-        refuses it; returns (version, begin version, cleaned orders, customers)."""
+        refuses it; returns (version, begin version, cleaned orders, customers).
+        ``update`` is told each step."""
         from olympia import spark as olympia_spark
 
+        prefix = f"batch {batch}/{self.options.batches}"
         for attempt in range(1, MAX_BATCH_ATTEMPTS + 1):
             try:
-                with olympia_spark.transaction(spark, isolation="serializable") as tx:
+                with olympia_spark.transaction(
+                    spark, isolation="serializable", message=f"batch {batch}", author=AUTHOR
+                ) as tx:
                     spark.createDataFrame(rows, RAW_DDL).createOrReplaceTempView("raw_batch")
                     for statement in batch_sql(batch):
+                        update(f"{prefix}: {_step(statement)}")
                         spark.sql(statement)
+                    update(f"{prefix}: committing")
                     cleaned, customers = spark.sql(
                         f"SELECT count(*), count(DISTINCT customer) FROM {_t(ORDERS)} "
                         f"WHERE batch = {batch}"
@@ -511,10 +555,17 @@ class Job:
         coordination = self.coordination
         rng = random.Random(self.options.seed + 1)
         coordination.wait_for_batch(1)
-        feed = catalog.begin("serializable")
-        report = catalog.begin("serializable")
+        partner_count = max(10, self.options.orders_per_batch // 20)
+        feed = catalog.begin(
+            "serializable",
+            message=f"second writer: partner feed ({partner_count} raw orders)",
+            author="partner feed",
+        )
+        report = catalog.begin(
+            "serializable", message="second writer: VIP report", author="VIP report"
+        )
         coordination.writer_began.set()
-        partner = raw_batch(rng, 2, max(10, self.options.orders_per_batch // 20), "partner")
+        partner = raw_batch(rng, 2, partner_count, "partner")
         rows = pa.Table.from_pylist(
             [dict(zip(RAW_SCHEMA.names, r)) for r in partner], schema=RAW_SCHEMA
         )
@@ -567,30 +618,33 @@ class Job:
     def report(self, catalog: OlympiaCatalog) -> bool:
         olympia_catalog = catalog.olympia
         history: list[VersionInfo] = olympia_catalog.history()
-        self.print_history(history)
+        self.print_history()
         one_version = self.check_batches_are_one_version(history)
-        invariants = self.check_invariants(catalog, history)
+        with self.working("checking the invariants at every version (time travel)..."):
+            invariants = self.check_invariants(catalog, history)
         self.read_as_of(catalog)
         return one_version and invariants
 
-    def print_history(self, history: Sequence[VersionInfo]) -> None:
-        labels = {c.version: c.label for c in self.commits if c.version is not None}
-        self.say("the catalog's version history (as `olympia log` shows it):")
-        table = RichTable(box=box.SIMPLE_HEAD)
-        for column in ("version", "began at", "isolation", "what", "tables written"):
-            table.add_column(column)
-        for info in history:
-            began = "-" if info.begin_version is None else str(info.begin_version)
-            if info.begin_version is not None and info.begin_version < info.version - 1:
-                began += f" (rebased over {info.version - 1 - info.begin_version})"
-            table.add_row(
-                str(info.version),
-                began,
-                info.isolation or "-",
-                labels.get(info.version, "catalog created" if info.version == 0 else "-"),
-                ", ".join(_written_tables(info)) or "-",
-            )
-        self.console.print(table)
+    def print_history(self) -> None:
+        """The history as ``olympia log`` prints it: the same code runs."""
+        from olympia import cli
+
+        options = storage_properties(self.options.properties)
+        self.say(
+            f"the catalog's version history (olympia log -w {self.options.warehouse}"
+            + " -o ..." * bool(options)
+            + "):"
+        )
+        sys.stdout.flush()
+        storage = [arg for k, v in options.items() for arg in ("-o", f"{k}={v}")]
+        code: int | str | None
+        try:
+            code = cli.main(["log", "-w", self.options.warehouse, *storage])
+        except SystemExit as exc:  # how the command line reports a failure
+            code = exc.code
+        sys.stdout.flush()
+        if code != 0:
+            self.say(f"(olympia log exited with {code})")
         for c in self.commits:
             if c.refused is not None:
                 self.say(
@@ -663,6 +717,11 @@ class Job:
             for r in top
         )
         self.say(f"top customers as of version {first}: {lines}")
+
+
+def _step(statement: str) -> str:
+    """What a statement does, for the progress line: ``MERGE INTO shop.inventory``."""
+    return " ".join(statement.split()[:3]).replace("lake.", "")
 
 
 def _has_class(jar: str, name: str) -> bool:

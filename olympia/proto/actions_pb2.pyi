@@ -107,15 +107,42 @@ class Action(_message.Message):
     def __init__(self, type: _Optional[_Union[ActionType, str]] = ..., object_key: _Optional[str] = ..., namespace: _Optional[_Union[_objects_pb2.Namespace, _Mapping]] = ..., table: _Optional[_Union[_objects_pb2.Table, _Mapping]] = ..., view: _Optional[_Union[_objects_pb2.View, _Mapping]] = ..., transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., set_properties: _Optional[_Iterable[str]] = ..., unset_properties: _Optional[_Iterable[str]] = ..., target_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., found: _Optional[bool] = ..., update_fields: _Optional[_Iterable[str]] = ..., claim: _Optional[str] = ...) -> None: ...
 
 class TransactionState(_message.Message):
-    __slots__ = ("transaction", "actions", "outcome", "nonce", "written_at_millis")
+    __slots__ = ("transaction", "actions", "outcome", "nonce", "written_at_millis", "commit_info")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     WRITTEN_AT_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INFO_FIELD_NUMBER: _ClassVar[int]
     transaction: _objects_pb2.DistributedTransaction
     actions: _containers.RepeatedCompositeFieldContainer[Action]
     outcome: TransactionOutcome
     nonce: str
     written_at_millis: int
-    def __init__(self, transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., outcome: _Optional[_Union[TransactionOutcome, str]] = ..., nonce: _Optional[str] = ..., written_at_millis: _Optional[int] = ...) -> None: ...
+    commit_info: CommitInfo
+    def __init__(self, transaction: _Optional[_Union[_objects_pb2.DistributedTransaction, _Mapping]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., outcome: _Optional[_Union[TransactionOutcome, str]] = ..., nonce: _Optional[str] = ..., written_at_millis: _Optional[int] = ..., commit_info: _Optional[_Union[CommitInfo, _Mapping]] = ...) -> None: ...
+
+class CommitInfo(_message.Message):
+    __slots__ = ("transaction_id", "message", "author", "properties")
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    message: str
+    author: str
+    properties: _containers.ScalarMap[str, str]
+    def __init__(self, transaction_id: _Optional[str] = ..., message: _Optional[str] = ..., author: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class VersionCommitInfo(_message.Message):
+    __slots__ = ("transactions",)
+    TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    transactions: _containers.RepeatedCompositeFieldContainer[CommitInfo]
+    def __init__(self, transactions: _Optional[_Iterable[_Union[CommitInfo, _Mapping]]] = ...) -> None: ...

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bolympia/proto/objects.proto\x12\nolympia.v1\"\xaa\x03\n\x11\x43\x61talogDefinition\x12\x1f\n\x17namespace_name_max_size\x18\x01 \x01(\r\x12\x1b\n\x13table_name_max_size\x18\x02 \x01(\r\x12\x1a\n\x12view_name_max_size\x18\x03 \x01(\r\x12\x12\n\nnode_order\x18\x04 \x01(\r\x12\x1e\n\x16inline_value_max_bytes\x18\x05 \x01(\r\x12\x18\n\x10node_compression\x18\x06 \x01(\t\x12\x19\n\x11\x64\x65\x66\x61ult_isolation\x18\x07 \x01(\t\x12\"\n\x1a\x64istributed_txn_ttl_millis\x18\x08 \x01(\x04\x12\x41\n\nproperties\x18\t \x03(\x0b\x32-.olympia.v1.CatalogDefinition.PropertiesEntry\x12\x16\n\x0e\x66ormat_version\x18\n \x01(\r\x12 \n\x18\x63ommit_time_limit_millis\x18\x0b \x01(\x04\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x01\n\tNamespace\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x39\n\nproperties\x18\x02 \x03(\x0b\x32%.olympia.v1.Namespace.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbd\x01\n\x05Table\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x19\n\x11metadata_location\x18\x04 \x01(\t\x12\x35\n\nproperties\x18\x05 \x03(\x0b\x32!.olympia.v1.Table.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfb\x01\n\x04View\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08sql_text\x18\x03 \x01(\t\x12\x0f\n\x07\x64ialect\x18\x04 \x01(\t\x12\x16\n\x0esubstrait_plan\x18\x05 \x01(\x0c\x12\x13\n\x0bschema_json\x18\x06 \x01(\t\x12\x34\n\nproperties\x18\x07 \x03(\x0b\x32 .olympia.v1.View.PropertiesEntry\x12\x19\n\x11metadata_location\x18\x08 \x01(\t\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x02\n\x16\x44istributedTransaction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tisolation\x18\x02 \x01(\t\x12\x15\n\rbegin_version\x18\x03 \x01(\x04\x12\x19\n\x11\x63reated_at_millis\x18\x04 \x01(\x04\x12\x19\n\x11\x65xpires_at_millis\x18\x05 \x01(\x04\x12\x16\n\x0estate_location\x18\x06 \x01(\t\x12\x0c\n\x04step\x18\x07 \x01(\x04\x12\x46\n\nproperties\x18\x08 \x03(\x0b\x32\x32.olympia.v1.DistributedTransaction.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bolympia/proto/objects.proto\x12\nolympia.v1\"\xe6\x03\n\x11\x43\x61talogDefinition\x12\x1f\n\x17namespace_name_max_size\x18\x01 \x01(\r\x12\x1b\n\x13table_name_max_size\x18\x02 \x01(\r\x12\x1a\n\x12view_name_max_size\x18\x03 \x01(\r\x12\x12\n\nnode_order\x18\x04 \x01(\r\x12\x1e\n\x16inline_value_max_bytes\x18\x05 \x01(\r\x12\x18\n\x10node_compression\x18\x06 \x01(\t\x12\x19\n\x11\x64\x65\x66\x61ult_isolation\x18\x07 \x01(\t\x12\"\n\x1a\x64istributed_txn_ttl_millis\x18\x08 \x01(\x04\x12\x41\n\nproperties\x18\t \x03(\x0b\x32-.olympia.v1.CatalogDefinition.PropertiesEntry\x12\x16\n\x0e\x66ormat_version\x18\n \x01(\r\x12 \n\x18\x63ommit_time_limit_millis\x18\x0b \x01(\x04\x12\x1d\n\x15\x65xpire_max_age_millis\x18\x0c \x01(\x04\x12\x1b\n\x13\x65xpire_min_versions\x18\r \x01(\x04\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x01\n\tNamespace\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x39\n\nproperties\x18\x02 \x03(\x0b\x32%.olympia.v1.Namespace.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbd\x01\n\x05Table\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x19\n\x11metadata_location\x18\x04 \x01(\t\x12\x35\n\nproperties\x18\x05 \x03(\x0b\x32!.olympia.v1.Table.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfb\x01\n\x04View\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08sql_text\x18\x03 \x01(\t\x12\x0f\n\x07\x64ialect\x18\x04 \x01(\t\x12\x16\n\x0esubstrait_plan\x18\x05 \x01(\x0c\x12\x13\n\x0bschema_json\x18\x06 \x01(\t\x12\x34\n\nproperties\x18\x07 \x03(\x0b\x32 .olympia.v1.View.PropertiesEntry\x12\x19\n\x11metadata_location\x18\x08 \x01(\t\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x02\n\x16\x44istributedTransaction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tisolation\x18\x02 \x01(\t\x12\x15\n\rbegin_version\x18\x03 \x01(\x04\x12\x19\n\x11\x63reated_at_millis\x18\x04 \x01(\x04\x12\x19\n\x11\x65xpires_at_millis\x18\x05 \x01(\x04\x12\x16\n\x0estate_location\x18\x06 \x01(\t\x12\x0c\n\x04step\x18\x07 \x01(\x04\x12\x46\n\nproperties\x18\x08 \x03(\x0b\x32\x32.olympia.v1.DistributedTransaction.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,23 +42,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._loaded_options = None
   _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._serialized_options = b'8\001'
   _globals['_CATALOGDEFINITION']._serialized_start=44
-  _globals['_CATALOGDEFINITION']._serialized_end=470
-  _globals['_CATALOGDEFINITION_PROPERTIESENTRY']._serialized_start=421
-  _globals['_CATALOGDEFINITION_PROPERTIESENTRY']._serialized_end=470
-  _globals['_NAMESPACE']._serialized_start=473
-  _globals['_NAMESPACE']._serialized_end=608
-  _globals['_NAMESPACE_PROPERTIESENTRY']._serialized_start=421
-  _globals['_NAMESPACE_PROPERTIESENTRY']._serialized_end=470
-  _globals['_TABLE']._serialized_start=611
-  _globals['_TABLE']._serialized_end=800
-  _globals['_TABLE_PROPERTIESENTRY']._serialized_start=421
-  _globals['_TABLE_PROPERTIESENTRY']._serialized_end=470
-  _globals['_VIEW']._serialized_start=803
-  _globals['_VIEW']._serialized_end=1054
-  _globals['_VIEW_PROPERTIESENTRY']._serialized_start=421
-  _globals['_VIEW_PROPERTIESENTRY']._serialized_end=470
-  _globals['_DISTRIBUTEDTRANSACTION']._serialized_start=1057
-  _globals['_DISTRIBUTEDTRANSACTION']._serialized_end=1350
-  _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._serialized_start=421
-  _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._serialized_end=470
+  _globals['_CATALOGDEFINITION']._serialized_end=530
+  _globals['_CATALOGDEFINITION_PROPERTIESENTRY']._serialized_start=481
+  _globals['_CATALOGDEFINITION_PROPERTIESENTRY']._serialized_end=530
+  _globals['_NAMESPACE']._serialized_start=533
+  _globals['_NAMESPACE']._serialized_end=668
+  _globals['_NAMESPACE_PROPERTIESENTRY']._serialized_start=481
+  _globals['_NAMESPACE_PROPERTIESENTRY']._serialized_end=530
+  _globals['_TABLE']._serialized_start=671
+  _globals['_TABLE']._serialized_end=860
+  _globals['_TABLE_PROPERTIESENTRY']._serialized_start=481
+  _globals['_TABLE_PROPERTIESENTRY']._serialized_end=530
+  _globals['_VIEW']._serialized_start=863
+  _globals['_VIEW']._serialized_end=1114
+  _globals['_VIEW_PROPERTIESENTRY']._serialized_start=481
+  _globals['_VIEW_PROPERTIESENTRY']._serialized_end=530
+  _globals['_DISTRIBUTEDTRANSACTION']._serialized_start=1117
+  _globals['_DISTRIBUTEDTRANSACTION']._serialized_end=1410
+  _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._serialized_start=481
+  _globals['_DISTRIBUTEDTRANSACTION_PROPERTIESENTRY']._serialized_end=530
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CatalogDefinition(_message.Message):
-    __slots__ = ("namespace_name_max_size", "table_name_max_size", "view_name_max_size", "node_order", "inline_value_max_bytes", "node_compression", "default_isolation", "distributed_txn_ttl_millis", "properties", "format_version", "commit_time_limit_millis")
+    __slots__ = ("namespace_name_max_size", "table_name_max_size", "view_name_max_size", "node_order", "inline_value_max_bytes", "node_compression", "default_isolation", "distributed_txn_ttl_millis", "properties", "format_version", "commit_time_limit_millis", "expire_max_age_millis", "expire_min_versions")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,8 @@ class CatalogDefinition(_message.Message):
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TIME_LIMIT_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_MAX_AGE_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_MIN_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     namespace_name_max_size: int
     table_name_max_size: int
     view_name_max_size: int
@@ -37,7 +39,9 @@ class CatalogDefinition(_message.Message):
     properties: _containers.ScalarMap[str, str]
     format_version: int
     commit_time_limit_millis: int
-    def __init__(self, namespace_name_max_size: _Optional[int] = ..., table_name_max_size: _Optional[int] = ..., view_name_max_size: _Optional[int] = ..., node_order: _Optional[int] = ..., inline_value_max_bytes: _Optional[int] = ..., node_compression: _Optional[str] = ..., default_isolation: _Optional[str] = ..., distributed_txn_ttl_millis: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., format_version: _Optional[int] = ..., commit_time_limit_millis: _Optional[int] = ...) -> None: ...
+    expire_max_age_millis: int
+    expire_min_versions: int
+    def __init__(self, namespace_name_max_size: _Optional[int] = ..., table_name_max_size: _Optional[int] = ..., view_name_max_size: _Optional[int] = ..., node_order: _Optional[int] = ..., inline_value_max_bytes: _Optional[int] = ..., node_compression: _Optional[str] = ..., default_isolation: _Optional[str] = ..., distributed_txn_ttl_millis: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., format_version: _Optional[int] = ..., commit_time_limit_millis: _Optional[int] = ..., expire_max_age_millis: _Optional[int] = ..., expire_min_versions: _Optional[int] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "properties")

@@ -97,6 +97,11 @@ class RegisterViewRequest(_Body):
 
 class CommitTransactionRequest(_Body):
     table_changes: list[CommitTableRequest] = Field(alias="table-changes")
+    # olympia's extension (spec/rest.md §3): the commit metadata of the
+    # catalog version; Iceberg clients send none of these.
+    commit_message: str | None = Field(default=None, alias="commit-message")
+    commit_author: str | None = Field(default=None, alias="commit-author")
+    commit_properties: dict[str, str] | None = Field(default=None, alias="commit-properties")
 
 
 class ReportMetricsRequest(BaseModel):
@@ -138,3 +143,16 @@ class BeginRequest(BaseModel):
 
     isolation: Literal["snapshot", "serializable"] | None = None
     distributed: bool = False
+    message: str | None = None
+    author: str | None = None
+    properties: dict[str, str] | None = None
+
+
+class TxnCommitRequest(BaseModel):
+    """``POST /txn/{id}/commit`` (spec/rest.md §8): commit metadata to add."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    message: str | None = None
+    author: str | None = None
+    properties: dict[str, str] | None = None

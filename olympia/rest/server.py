@@ -142,6 +142,7 @@ def start_background(
 def serve(
     warehouse: str,
     *,
+    properties: Mapping[str, str] | None = None,
     host: str = "127.0.0.1",
     port: int = 8181,
     token: str | None = None,
@@ -152,9 +153,11 @@ def serve(
     transaction_idle_seconds: float = DEFAULT_IDLE_SECONDS,
     max_open_transactions: int = DEFAULT_MAX_OPEN,
 ) -> None:
-    """Serve the olympia catalog at ``warehouse`` until interrupted."""
+    """Serve the olympia catalog at ``warehouse`` until interrupted;
+    ``properties``: more catalog properties, such as PyIceberg's ``s3.*``."""
     catalog = open_catalog(
         warehouse,
+        properties,
         allowed_locations=allowed_locations,
         allow_overlapping_locations=allow_overlapping_locations,
     )

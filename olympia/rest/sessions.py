@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,6 +21,7 @@ from pyiceberg.catalog import Catalog
 
 from olympia import errors as oe
 from olympia import validate
+from olympia.codec import CommitInfo
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
 from olympia.iceberg.locations import LocationNotAllowedError, is_under
 from olympia.iceberg.purge import same_file_uri
@@ -72,6 +73,77 @@ def note_client_files(txn: IcebergTransaction) -> None:
             txn.written_files.extend(
                 client_files(txn.owner, (namespace, name), state.base_location, staged)
             )
+
+
+#: Properties of the namespace ``sys.dtxns.<id>`` that carry the commit
+#: metadata of transaction ``<id>`` (spec/rest.md §9).
+COMMIT_MESSAGE = "commit.message"
+COMMIT_AUTHOR = "commit.author"
+COMMIT_PROPERTY = "commit.property."
+
+
+def commit_info_of(properties: Mapping[str, str]) -> CommitInfo:
+    """The commit metadata given as namespace properties ``commit.message``,
+    ``commit.author`` and ``commit.property.<key>`` (the others are left
+    alone).
+
+    Raises:
+        RestError: 400, another ``commit.*`` key or a value out of bounds.
+    """
+    message = properties.get(COMMIT_MESSAGE)
+    author = properties.get(COMMIT_AUTHOR)
+    props: dict[str, str] = {}
+    for key, value in properties.items():
+        if key.startswith(COMMIT_PROPERTY):
+            props[key[len(COMMIT_PROPERTY) :]] = value
+        elif key.startswith("commit.") and key not in (COMMIT_MESSAGE, COMMIT_AUTHOR):
+            raise RestError(
+                400,
+                "BadRequestException",
+                f"unknown transaction property {key!r}: commit metadata is "
+                f"{COMMIT_MESSAGE!r}, {COMMIT_AUTHOR!r} and '{COMMIT_PROPERTY}<key>'",
+            )
+    return checked_commit_info(message, author, props or None)
+
+
+def checked_commit_info(message: object, author: object, properties: object) -> CommitInfo:
+    """``CommitInfo.checked`` with its errors as 400 answers.
+
+    Raises:
+        RestError: 400, naming the value that is wrong.
+    """
+    try:
+        return CommitInfo.checked(message, author, properties)
+    except oe.InvalidArgumentError as exc:
+        raise RestError(400, "BadRequestException", f"bad commit metadata: {exc}") from None
+
+
+def commit_info_properties(info: CommitInfo | None) -> dict[str, str]:
+    """``info`` as the namespace properties of :func:`commit_info_of`."""
+    if info is None:
+        return {}
+    out = {f"{COMMIT_PROPERTY}{k}": v for k, v in info.properties.items()}
+    if info.message is not None:
+        out[COMMIT_MESSAGE] = info.message
+    if info.author is not None:
+        out[COMMIT_AUTHOR] = info.author
+    return out
+
+
+def merged_commit_info(old: CommitInfo | None, new: CommitInfo) -> CommitInfo:
+    """``old`` with what ``new`` gives: its message and author replace the
+    old ones, its properties are added to (and replace) the old ones.
+
+    Raises:
+        RestError: 400, the result is out of bounds (too many properties).
+    """
+    if old is None:
+        return new
+    return checked_commit_info(
+        new.message if new.message is not None else old.message,
+        new.author if new.author is not None else old.author,
+        {**old.properties, **new.properties},
+    )
 
 
 def no_such(txn_id: str, detail: str = "is not open") -> RestError:
@@ -152,9 +224,15 @@ class OpenTransactions:
                 self._forget(txn_id)
 
     def begin(
-        self, isolation: str | None, *, distributed: bool = False, name: str | None = None
+        self,
+        isolation: str | None,
+        *,
+        distributed: bool = False,
+        name: str | None = None,
+        info: CommitInfo | None = None,
     ) -> IcebergTransaction:
-        """A new transaction; ``name`` (distributed only) is its id, else one is drawn.
+        """A new transaction; ``name`` (distributed only) is its id, else one is
+        drawn; ``info`` its commit metadata.
 
         Raises:
             RestError: 400 a bad name, 409 the name is taken.
@@ -172,8 +250,11 @@ class OpenTransactions:
                     f"commit or roll back one, or wait until idle ones are rolled back "
                     f"({self.idle_seconds:g} s)",
                 )
+        info = info if info is not None else CommitInfo()
         if name is None:
-            txn = catalog.begin(isolation)
+            txn = catalog.begin(
+                isolation, message=info.message, author=info.author, properties=info.properties
+            )
         else:
             name = validate.require_transaction_id("transaction name", name)
             known = {t.id for t in catalog.olympia.list_transactions(include_expired=True)}
@@ -182,7 +263,14 @@ class OpenTransactions:
             store = catalog.olympia.store
             root = store.load_latest()
             level = check_isolation(isolation or catalog.isolation, root.definition)
-            core = Transaction(store, root, level, txn_id=name, max_attempts=catalog.max_attempts)
+            core = Transaction(
+                store,
+                root,
+                level,
+                txn_id=name,
+                max_attempts=catalog.max_attempts,
+                commit_info=info,
+            )
             txn = IcebergTransaction(catalog, core)
         if distributed or name is not None:
             try:
@@ -240,8 +328,13 @@ class OpenTransactions:
         with self._lock:
             return len(self._local), len(self._locks)
 
-    def commit(self, txn_id: str) -> int:
+    def commit(self, txn_id: str, info: CommitInfo | None = None) -> int:
+        """Commit transaction ``txn_id``; ``info`` (if given and not empty) is
+        merged into its commit metadata first (:func:`merged_commit_info`)."""
         with self.using(txn_id) as txn:
+            if info is not None and not info.empty:
+                new = merged_commit_info(txn.commit_info, info)
+                txn.set_commit_info(new.message, new.author, new.properties)
             # The data and manifest files the clients wrote are found from the
             # staged metadata, so that a refused commit deletes them too.
             note_client_files(txn)
@@ -266,6 +359,7 @@ class OpenTransactions:
                 "isolation-level": txn.isolation,
                 "begin-version": str(txn.begin_version),
                 "distributed": str(txn.olympia_transaction.distributed).lower(),
+                **commit_info_properties(txn.commit_info),
             }
 
     def local_ids(self) -> list[str]:

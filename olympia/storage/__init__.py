@@ -11,6 +11,7 @@ from olympia.errors import OlympiaError
 from olympia.storage.base import Storage, check_path
 from olympia.storage.local import LocalStorage
 from olympia.storage.memory import MemoryStorage
+from olympia.storage.options import s3fs_options
 
 __all__ = ["LocalStorage", "MemoryStorage", "Storage", "check_path", "open_storage", "uri_problem"]
 
@@ -46,11 +47,16 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     * ``s3://bucket/prefix`` or ``s3a://...``: ``S3Storage`` (needs
       ``olympia[s3]``).
 
-    ``storage_options`` go to the fsspec file system, as fsspec's own
-    ``storage_options`` do; only S3 uses any today (``endpoint_url``, ``key``,
-    ``secret``, ``token``, ``client_kwargs={"region_name": ...}``, ...).
+    ``storage_options`` are PyIceberg's S3 properties (``s3.endpoint``,
+    ``s3.region``, ``s3.access-key-id``, ``s3.secret-access-key``,
+    ``s3.session-token``, ...) or s3fs's own options (``endpoint_url``,
+    ``key``, ``secret``, ``token``, ``client_kwargs``, ...), in one mapping
+    (:mod:`olympia.storage.options`); only S3 uses them, but they are
+    checked for every URI.
 
     Raises:
+        InvalidArgumentError: an unknown ``s3.*`` option, a bad value, or
+            two options that disagree (the message names them).
         OlympiaError: empty URI; a protocol with no known atomic
             put-if-absent; S3 without s3fs installed; an S3 URI with no bucket.
         StorageError: s3fs refused the storage options.
@@ -58,6 +64,8 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     if not uri:
         raise OlympiaError("empty storage location")
     protocol, sep, rest = uri.partition("://")
+    if not sep or protocol.lower() in (*LOCAL_PROTOCOLS, "memory"):
+        s3fs_options(storage_options)  # checked, although only S3 uses them
     if not sep:
         return LocalStorage(uri)
     protocol = protocol.lower()

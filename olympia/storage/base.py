@@ -25,8 +25,14 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 
-from olympia.errors import InvalidPathError, StorageError, StorageFileNotFoundError
+from olympia.errors import (
+    InvalidPathError,
+    StorageError,
+    StorageFileExistsError,
+    StorageFileNotFoundError,
+)
 from olympia.storage.hostlock import HostLock
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
@@ -94,6 +100,19 @@ class PutGroup:
     def wait(self) -> builtins.list[BaseException]:
         """Wait for every put; return the errors they raised (empty: all succeeded)."""
         return [e for e in (f.exception() for f in self._futures) if e is not None]
+
+
+@dataclass(frozen=True)
+class PutAndReads:
+    """The outcome of :meth:`Storage.put_staged_reading`."""
+
+    #: Another writer's file was at the path (the put lost).
+    taken: bool
+    #: When taken: that file's content, or None if it was gone when read.
+    existing: bytes | None
+    #: When taken: a reply per path of the reads asked for, as
+    #: :meth:`Storage.read_many` gives them (empty when the put won).
+    replies: builtins.list[bytes | bool | StorageError]
 
 
 class Storage(ABC):
@@ -187,6 +206,30 @@ class Storage(ABC):
             if placed is not None:
                 placed()
 
+    def put_staged_reading(
+        self,
+        path: str,
+        staged: Staged,
+        reads: Sequence[str],
+        placed: Callable[[], None] | None = None,
+    ) -> PutAndReads:
+        """:meth:`put_staged`, and :meth:`read_many` of ``reads`` for the case
+        that the put loses: a remote backend sends the reads together with
+        the put (one round trip for all), so that a loser learns what is
+        there without another one. Losing is an outcome here, not an error;
+        a read of ``path`` itself, when among ``reads``, serves as the read
+        that tells another writer's file from this call's own earlier write.
+        The generic form reads after a lost put only.
+
+        Raises:
+            StorageError: the put failed; the file may or may not exist.
+        """
+        try:
+            self.put_staged(path, staged, placed)
+        except StorageFileExistsError as exc:
+            return PutAndReads(True, exc.existing, self.read_many(reads))
+        return PutAndReads(False, None, [])
+
     def overwrite(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data``."""
         self._overwrite(check_path(path), bytes(data))
@@ -205,6 +248,17 @@ class Storage(ABC):
     def delete(self, path: str) -> None:
         """Delete ``path``; deleting a missing file is not an error."""
         self._delete(check_path(path))
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """:meth:`delete` of every path of ``paths`` (a remote backend sends
+        them in batches: S3 deletes up to 1,000 keys per request)."""
+        checked = [check_path(p) for p in paths]
+        if checked:
+            self._delete_many(checked)
+
+    def _delete_many(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            self._delete(path)
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
         """The size in bytes of every file :meth:`list` would return for

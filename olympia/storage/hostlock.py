@@ -13,19 +13,27 @@ delays the others by at most the wait limit, after which they publish
 without the lock. Where ``flock`` is missing (Windows) or refused (some
 network file systems), :class:`HostLock` holds nothing and commits go on as
 they would without it.
+
+Waiting is woken, not polled (spec/transactions.md §3.1 item 2): a writer
+that left a group-commit request sleeps on a FIFO that the holder writes to
+when it answers and when it lets the lock go; a thread blocked in ``flock``
+covers a holder that cannot ring (it died, or predates ringing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
+import select
 import stat
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Protocol
 
 try:
     import fcntl
@@ -41,11 +49,10 @@ DEFAULT_WAIT_SECONDS = 2.0
 #: it again, which would only wait for itself.
 _HELD = threading.local()
 
-#: How often a waiting writer does what it can before holding the lock
-#: (seconds): rebasing on the versions published meanwhile.
+#: How often a waiting writer that has nothing to be woken by (no
+#: group-commit request waiting for an answer) does what it can before
+#: holding the lock (seconds): rebasing on the versions published meanwhile.
 WAITING_INTERVAL = 0.001
-#: How long a waiting writer polls the lock before a thread blocks on it (seconds).
-POLL_SECONDS = 0.05
 
 
 #: Where the group-commit folders of this host live: a memory file system
@@ -75,6 +82,20 @@ def group_folder(identity: str) -> str | None:
     ):
         return None  # made by someone else: they could read or plant requests
     return os.path.join(top, hashlib.sha256(identity.encode()).hexdigest()[:32])
+
+
+class Waiting(Protocol):
+    """What a writer does while it waits for the lock, and what wakes it: a
+    ``while_waiting`` callable may also have this ``wake_fd`` method (a
+    callable without it is called every ``interval`` seconds instead)."""
+
+    def __call__(self) -> None: ...
+
+    def wake_fd(self) -> int | None:
+        """A descriptor that becomes readable when the writer should be
+        called again (an answer came), or None (then it is called every
+        ``interval`` seconds)."""
+        ...
 
 
 class HostLock:
@@ -107,8 +128,11 @@ class FileHostLock(HostLock):
     """``flock(LOCK_EX)`` on ``path``, taken on construction, waiting at most
     ``wait_seconds``; :attr:`held` is False when it was not obtained (the
     wait ran out, or the file system refused) and the caller goes on without.
-    While waiting, ``while_waiting`` is called every ``interval`` seconds; an
-    exception it raises ends the wait and propagates.
+    While waiting, ``while_waiting`` is called at once, then whenever the
+    descriptor of its ``wake_fd`` method (:class:`Waiting`) is readable, or
+    every ``interval`` seconds when it has none; an exception it raises ends
+    the wait and propagates. Getting the lock wakes the writer at once (a
+    thread blocks in ``flock`` for it): nothing polls.
 
     Each acquisition opens the file anew, so that threads of one process
     exclude each other too (a ``flock`` belongs to an open file description)
@@ -142,8 +166,12 @@ class FileHostLock(HostLock):
             os.close(fd)  # e.g. ENOLCK: this file system has no flock
             return
         # Errors of ``while_waiting`` propagate; ``_wait`` has then let ``fd`` go.
-        if self.waited and not _wait(fd, wait_seconds, while_waiting, interval):
-            return  # ``fd`` is closed, or the waiting thread owns it
+        if self.waited:
+            try:
+                if not _wait(fd, wait_seconds, while_waiting, interval):
+                    return  # ``fd`` is closed, or the waiting thread owns it
+            except _NoLock:
+                return  # ``fd`` is closed
         self._fd = fd
         self.held = True
         self._thread_paths = held
@@ -178,80 +206,187 @@ def _unlock_and_close(fd: int) -> None:
 def _wait(
     fd: int, seconds: float, while_waiting: Callable[[], None] | None, interval: float
 ) -> bool:
-    """Block on the lock of ``fd`` for at most ``seconds``; whether it is held.
+    """Wait for the lock of ``fd`` for at most ``seconds``; whether it is held.
 
-    ``flock`` has no timeout, so a thread blocks on it while this one waits
-    on an event (calling ``while_waiting`` between waits). When this one
-    stops waiting, that thread keeps ``fd`` and lets the lock go (and closes
-    ``fd``) as soon as it gets it.
+    A writer whose ``while_waiting`` has a ``wake_fd`` (:class:`Waiting`: a
+    group-commit request waiting for its answer) sleeps on that descriptor:
+    the holder writes to it when it answers, and when it lets the lock go
+    (spec/transactions.md §3.1 item 2), and the writer then tries the lock
+    again. Otherwise, or when no such wake-up came for
+    :data:`RING_FALLBACK_SECONDS` (a holder that died, is stuck, or does not
+    ring), a thread blocks in ``flock``, which has no timeout, and wakes this
+    one through a pipe once it holds the lock. When this one stops waiting,
+    that thread keeps ``fd`` and lets the lock go (and closes ``fd``) as soon
+    as it gets it. ``while_waiting`` is called at once, after each wake-up,
+    and, when it has no descriptor to be woken by, every ``interval`` seconds.
     """
-    assert fcntl is not None
-    deadline = time.monotonic() + seconds
-    # First without a thread, trying the lock between calls of
-    # ``while_waiting``: a writer whose transaction the holder publishes
-    # (group commit) is usually answered before this ends, and a thread
-    # costs more to start than a few polls.
-    polling_ends = min(time.monotonic() + POLL_SECONDS, deadline)
-    while True:
-        try:
-            if while_waiting is not None:
-                while_waiting()
-        except BaseException:
-            os.close(fd)  # not held: nothing to let go
-            raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            pass
-        except OSError:
-            os.close(fd)
-            return False
-        if time.monotonic() >= polling_ends:
-            break
-        time.sleep(interval)
-    guard = threading.Lock()
-    done = threading.Event()
-    outcome = {"held": False, "abandoned": False}
+    return _Wait(fd, while_waiting).run(time.monotonic() + seconds, interval)
 
-    def block() -> None:
+
+#: How long a waiter sleeps on its wake-up descriptor before a thread blocks
+#: in ``flock`` for it as well (seconds): holders ring the waiters when they
+#: let the lock go, so this is only for a holder that did not.
+RING_FALLBACK_SECONDS = 0.05
+
+
+class _Wait:
+    """One wait for the lock of ``fd`` (see :func:`_wait`)."""
+
+    def __init__(self, fd: int, while_waiting: Callable[[], None] | None) -> None:
+        self.fd = fd
+        self.while_waiting = while_waiting
+        self.wake_fd = getattr(while_waiting, "wake_fd", None)
+        self.guard = threading.Lock()
+        self.done = threading.Event()
+        self.held = False
+        self.abandoned = False
+        #: The thread blocking in ``flock``, once started, and its pipe.
+        self.thread: threading.Thread | None = None
+        self.pipe: tuple[int, int] | None = None
+        self.closed = False
+
+    def run(self, deadline: float, interval: float) -> bool:
+        quiet_since = time.monotonic()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            while True:
+                # First at once: a waiter leaves its transaction for the
+                # holder (group commit) before sleeping.
+                if self.while_waiting is not None:
+                    self.while_waiting()
+                if self.thread is None:
+                    if self._try():
+                        return True
+                elif self.done.is_set():
+                    return self.held
+                now = time.monotonic()
+                left = deadline - now
+                if left <= 0:
+                    return self._abandon()
+                wake = self.wake_fd() if self.wake_fd is not None else None
+                if self.thread is None and (
+                    wake is None or now - quiet_since >= RING_FALLBACK_SECONDS
+                ):
+                    self._start_thread()
+                watched = [] if self.pipe is None else [self.pipe[0]]
+                if wake is not None:
+                    watched.append(wake)
+                if self.thread is None:
+                    timeout = min(left, RING_FALLBACK_SECONDS - (now - quiet_since))
+                elif wake is None and self.while_waiting is not None:
+                    timeout = min(left, interval)  # nothing will ring: look again
+                else:
+                    timeout = left
+                WAKE_COUNTS["sleeps"] += 1
+                ready = sleep_on(watched, max(0.0, timeout))
+                for r in ready:
+                    drain(r)
+                if wake is not None and wake in ready:
+                    quiet_since = time.monotonic()
+        except BaseException:
+            # An error of ``while_waiting``, or an interrupt: never leave the
+            # lock to a thread that nobody will tell to let it go.
+            if self.thread is None:
+                os.close(self.fd)  # not held: nothing to let go
+            elif self._abandon():
+                _unlock_and_close(self.fd)
+            raise
+        finally:
+            self._finish()
+
+    def _try(self) -> bool:
+        """Without a thread: take the lock if it is free now."""
+        assert fcntl is not None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            raise _NoLock() from None  # ``run`` closes ``fd``
+        self.held = True
+        return True
+
+    def _start_thread(self) -> None:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        self.pipe = (r, w)
+        self.thread = threading.Thread(target=self._block, name="olympia-host-lock", daemon=True)
+        self.thread.start()
+
+    def _block(self) -> None:
+        assert fcntl is not None and self.pipe is not None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
             got = True
         except OSError:
             got = False
-        with guard:
-            if outcome["abandoned"]:
-                _unlock_and_close(fd)
+        with self.guard:
+            if self.abandoned:
+                if got:
+                    _unlock_and_close(self.fd)
+                else:
+                    os.close(self.fd)
             else:
-                outcome["held"] = got
+                self.held = got
                 if not got:
-                    os.close(fd)
-                done.set()
+                    os.close(self.fd)
+                self.done.set()
+                with contextlib.suppress(OSError):
+                    os.write(self.pipe[1], b"!")
+            self._close_pipe_if_last()
 
-    def abandon() -> bool:
+    def _abandon(self) -> bool:
         """Stop waiting, unless the lock came meanwhile; whether it did."""
-        with guard:
-            if done.is_set():
-                return outcome["held"]
-            outcome["abandoned"] = True
+        if self.thread is None:
+            os.close(self.fd)
+            return False
+        with self.guard:
+            if self.done.is_set():
+                return self.held
+            self.abandoned = True
             return False
 
-    threading.Thread(target=block, name="olympia-host-lock", daemon=True).start()
-    try:
-        while True:
-            # First at once: a waiter leaves its transaction for the holder
-            # (group commit) before sleeping.
-            if while_waiting is not None:
-                while_waiting()
-            left = deadline - time.monotonic()
-            if done.wait(max(0.0, min(interval, left))):
-                return outcome["held"]
-            if left <= interval:
-                return abandon()
-    except BaseException:
-        # An error of ``while_waiting``, or an interrupt: never leave the
-        # lock to a thread that nobody will tell to let it go.
-        if abandon():
-            _unlock_and_close(fd)
-        raise
+    def _finish(self) -> None:
+        if self.thread is not None:
+            with self.guard:
+                self._close_pipe_if_last()
+
+    def _close_pipe_if_last(self) -> None:
+        """The waiter and the thread are each done once; the second closes the pipe."""
+        if not self.closed:
+            self.closed = True
+        elif self.pipe is not None:
+            for end in self.pipe:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+
+
+class _NoLock(Exception):
+    """The file system refused ``flock`` while waiting."""
+
+
+#: How many times a waiter went to sleep (``select``) while waiting for the
+#: lock: a diagnostic for tests and benchmarks, not a limit.
+WAKE_COUNTS = {"sleeps": 0}
+
+
+def sleep_on(fds: list[int], timeout: float) -> list[int]:
+    """Sleep until one of ``fds`` is readable or ``timeout`` seconds passed;
+    the readable ones (``poll``, which has no limit on descriptor numbers,
+    where there is one)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        events = poller.poll(max(0, math.ceil(timeout * 1000)))
+        return [fd for fd, _ in events]
+    ready, _, _ = select.select(fds, [], [], timeout)
+    return ready
+
+
+def drain(fd: int) -> None:
+    """Read what is waiting on the non-blocking ``fd`` (the wake-ups are only
+    signals; their bytes mean nothing)."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 512):
+            pass

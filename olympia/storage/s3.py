@@ -10,6 +10,10 @@ new versions by probing with ``exists``, so a cached "not there" would hide
 commits. Listings caching is therefore off, and ``read`` / ``exists`` /
 ``list`` call S3 directly instead of going through s3fs's ``info`` cache.
 
+Batches (``read_many``, and ``put_staged_reading``: a conditional PUT with
+GETs sent beside it, which a commit uses so that a loser has the winner's
+root at once) are one gather on s3fs's event loop: one round trip.
+
 The first request of a new ``S3FileSystem`` sets up its botocore client,
 which costs 0.1-0.2 s; storages of one process opened with equal options
 (every ``load_catalog`` of one PyIceberg configuration, say) share one
@@ -21,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
+import inspect
 import os
 import random
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -40,14 +45,26 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import Storage, check_path
+from olympia.storage.base import PutAndReads, Staged, Storage, check_path
 from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
+from olympia.storage.options import s3fs_options
 
 #: The S3FileSystem instances shared by storages with equal options (see
 #: the module docstring), keyed by process and options, least recently used first.
 _SHARED: dict[tuple[int, object], Any] = {}
 _SHARED_LOCK = threading.Lock()
 _SHARED_MAX = 32
+
+
+@functools.cache
+def _s3fs_names() -> frozenset[str]:
+    """The keyword arguments ``s3fs.S3FileSystem`` declares."""
+    parameters = inspect.signature(s3fs.S3FileSystem.__init__).parameters.values()
+    return frozenset(
+        p.name
+        for p in parameters
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    )
 
 
 def _frozen(value: object) -> object:
@@ -67,9 +84,10 @@ def _frozen(value: object) -> object:
 class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``.
 
-    ``storage_options`` are passed to ``s3fs.S3FileSystem`` (``endpoint_url``,
-    ``key``, ``secret``, ``token``, ``client_kwargs``, ``config_kwargs``, ...),
-    except that the instance and listings caches are always off.
+    ``storage_options`` are PyIceberg's S3 properties or s3fs's own options
+    (:func:`olympia.storage.options.s3fs_options` turns them into s3fs's),
+    passed to ``s3fs.S3FileSystem``, except that the instance and listings
+    caches are always off.
     """
 
     parallel_reads = True
@@ -85,6 +103,8 @@ class S3Storage(Storage):
         """Open ``bucket/prefix`` (the URI without ``s3://``); no request is sent yet.
 
         Raises:
+            InvalidArgumentError: an option s3fs does not take, an unknown
+                ``s3.*`` option, a bad value, or two options that disagree.
             OlympiaError: ``root`` names no bucket.
             StorageError: s3fs refused the options.
         """
@@ -97,12 +117,16 @@ class S3Storage(Storage):
         self._group_dir: str | None = None
         self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         self.location = f"s3://{root}"
-        options = {**(storage_options or {}), "skip_instance_cache": True}
+        options = {
+            **s3fs_options(storage_options, s3fs_names=_s3fs_names()),
+            "skip_instance_cache": True,
+        }
         options["use_listings_cache"] = False
-        # Room for the batched reads of a listing or a probe (up to 64 in
-        # one batch); an explicit setting wins.
+        # Room for the batched reads of a listing or a probe (up to 128 in
+        # one batch, the children of a node of the default order); an
+        # explicit setting wins.
         options["config_kwargs"] = {
-            "max_pool_connections": 64,
+            "max_pool_connections": 128,
             **(options.get("config_kwargs") or {}),
         }
         self._options = options
@@ -171,6 +195,18 @@ class S3Storage(Storage):
             # the size through info(), which may answer from its cache.
             return bytes(self._fs.cat_file(self._full(path), max_concurrency=1))
 
+    async def _read_one(self, fs: Any, path: str, head: bool) -> bytes | bool | StorageError:
+        """One read of a batch (a HEAD when ``head``); a failure is returned."""
+        try:
+            if head:
+                await fs._call_s3("head_object", Bucket=self._bucket, Key=self._key(path))
+                return True
+            return bytes(await fs._cat_file(self._full(path), max_concurrency=1))
+        except OlympiaError as exc:
+            return StorageError(str(exc))
+        except Exception as exc:
+            return self._translate("read", path, exc)
+
     def _read_many(
         self, paths: Sequence[str], heads: frozenset[str]
     ) -> list[bytes | bool | StorageError]:
@@ -179,30 +215,21 @@ class S3Storage(Storage):
         # connection pool queues what exceeds its size).
         fs = self._fs
 
-        async def one(path: str) -> bytes | bool | StorageError:
-            try:
-                if path in heads:
-                    await fs._call_s3("head_object", Bucket=self._bucket, Key=self._key(path))
-                    return True
-                return bytes(await fs._cat_file(self._full(path), max_concurrency=1))
-            except OlympiaError as exc:
-                return StorageError(str(exc))
-            except Exception as exc:
-                return self._translate("read", path, exc)
-
         async def every() -> list[bytes | bool | StorageError]:
-            return list(await asyncio.gather(*(one(p) for p in paths)))
+            return list(await asyncio.gather(*(self._read_one(fs, p, p in heads) for p in paths)))
 
         with self._translating("read", paths[0] if paths else ""):
             result: list[bytes | bool | StorageError] = fsspec.asyn.sync(fs.loop, every)
             return result
 
-    def _put_if_absent(self, path: str, data: bytes) -> None:
+    async def _put_attempts(self, fs: Any, path: str, data: bytes) -> bool:
+        """The conditional PUT, retried after 409 ConditionalRequestConflict;
+        True when it created the file, False when the key exists (412)."""
         delay = self.conflict_backoff
         for attempt in range(1, self.conflict_attempts + 1):
             try:
-                self._fs.pipe_file(self._full(path), data, mode="create")
-                return
+                await fs._pipe_file(self._full(path), data, mode="create")
+                return True
             except Exception as exc:
                 code, status = _client_error(exc)
                 if (
@@ -210,10 +237,10 @@ class S3Storage(Storage):
                     or status == 412
                     or code == "PreconditionFailed"
                 ):
-                    break
+                    return False
                 if status == 409 or code == "ConditionalRequestConflict":
                     if attempt < self.conflict_attempts:
-                        time.sleep(delay * random.uniform(0.5, 1.5))
+                        await asyncio.sleep(delay * random.uniform(0.5, 1.5))
                         delay *= 2
                         continue
                     raise StorageError(
@@ -222,17 +249,72 @@ class S3Storage(Storage):
                         f"may or may not exist"
                     ) from exc
                 raise self._translate("put_if_absent", path, exc) from exc
-        # The key exists. It may be this very call's own write: s3fs and
-        # botocore resend a PUT whose reply was lost, and the resend then gets
-        # 412. Identical bytes therefore count as success (on every backend).
-        try:
-            existing = self._read(path)
-        except StorageFileNotFoundError:
-            existing = None  # deleted since: it existed when we lost
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _existing(self, path: str, data: bytes, found: bytes | bool | StorageError | None) -> None:
+        """After a put that found the key taken: success if what is there is
+        ``data`` (s3fs and botocore resend a PUT whose reply was lost, and
+        the resend then gets 412, so identical bytes count as success, as on
+        every backend), else StorageFileExistsError. ``found``: the content
+        read along with the put, if any."""
+        if isinstance(found, bytes):
+            existing: bytes | None = found
+        else:
+            try:
+                existing = self._read(path)
+            except StorageFileNotFoundError:
+                existing = None  # deleted since: it existed when we lost
         if existing != data:
             raise StorageFileExistsError(
                 f"file {path!r} already exists in {self.location}", existing
             )
+
+    def _put_if_absent(self, path: str, data: bytes) -> None:
+        fs = self._fs
+
+        async def put() -> bool:
+            return await self._put_attempts(fs, path, data)
+
+        with self._translating("put_if_absent", path):
+            created = fsspec.asyn.sync(fs.loop, put)
+        if not created:
+            self._existing(path, data, None)
+
+    def put_staged_reading(
+        self,
+        path: str,
+        staged: Staged,
+        reads: Sequence[str],
+        placed: Callable[[], None] | None = None,
+    ) -> PutAndReads:
+        """The put and the reads in one gather on s3fs's event loop: one
+        round trip for all of them."""
+        path = check_path(path)
+        asked = [check_path(p) for p in reads]
+        data = bytes(staged.data)
+        fs = self._fs
+
+        async def every() -> tuple[bool, list[bytes | bool | StorageError]]:
+            created, *replies = await asyncio.gather(
+                self._put_attempts(fs, path, data),
+                *(self._read_one(fs, p, False) for p in asked),
+            )
+            return bool(created), list(replies)
+
+        try:
+            with self._translating("put_if_absent", path):
+                created, replies = fsspec.asyn.sync(fs.loop, every)
+        finally:
+            if placed is not None:
+                placed()
+        if created:
+            return PutAndReads(False, None, [])
+        found = replies[asked.index(path)] if path in asked else None
+        try:
+            self._existing(path, data, found)
+        except StorageFileExistsError as exc:
+            return PutAndReads(True, exc.existing, replies)
+        return PutAndReads(False, None, [])
 
     def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
         """``flock`` on a file of this host named after the endpoint and the
@@ -283,6 +365,23 @@ class S3Storage(Storage):
                 if _client_error(exc)[0] == "NoSuchBucket":
                     raise
                 # S3 deletes of missing keys succeed anyway; nothing to do.
+
+    def _delete_many(self, paths: Sequence[str]) -> None:
+        # DeleteObjects: up to 1,000 keys a request; missing keys count as deleted.
+        for i in range(0, len(paths), 1000):
+            batch = paths[i : i + 1000]
+            objects = [{"Key": self._key(p)} for p in batch]
+            with self._translating("delete", batch[0]):
+                reply = self._fs.call_s3(
+                    "delete_objects",
+                    Bucket=self._bucket,
+                    Delete={"Objects": objects, "Quiet": True},
+                )
+            for error in reply.get("Errors") or []:
+                raise StorageError(
+                    f"cannot delete {error.get('Key')!r} in {self.location}: "
+                    f"{error.get('Code')} {error.get('Message')}"
+                )
 
     def _list(self, prefix: str) -> list[str]:
         return list(self._list_sizes(prefix))

@@ -17,10 +17,11 @@ from fastapi.concurrency import contextmanager_in_threadpool
 from pyiceberg.catalog import Catalog
 from pyiceberg.typedef import Identifier
 
+from olympia.codec import CommitInfo
 from olympia.rest.errors import RestError, bad_request
 from olympia.rest.models import RenameTableRequest
 from olympia.rest.routes.names import check_level, check_namespace
-from olympia.rest.sessions import OpenTransactions
+from olympia.rest.sessions import OpenTransactions, commit_info_of
 
 #: The path parameter of the routes under ``/txn/{txn_id}/``.
 TXN_ID = "txn_id"
@@ -69,7 +70,9 @@ async def resolve(request: Request) -> AsyncIterator[Scope]:
 
 
 @contextmanager
-def transaction(catalog: Catalog) -> Iterator[Any]:
+def transaction(catalog: Catalog, info: CommitInfo | None = None) -> Iterator[Any]:
+    """A transaction of ``catalog`` with commit metadata ``info``, yielding
+    its Catalog view; committed on a clean exit."""
     begin = getattr(catalog, "transaction", None)
     if begin is None:
         raise RestError(
@@ -77,7 +80,12 @@ def transaction(catalog: Catalog) -> Iterator[Any]:
             "UnsupportedOperationException",
             f"the catalog {type(catalog).__name__} has no multi-table transactions",
         )
-    with begin() as txn:
+    given = (
+        {"message": info.message, "author": info.author, "properties": info.properties}
+        if info is not None and not info.empty
+        else {}
+    )
+    with begin(**given) as txn:
         # A plain multi-table commit: its requirements hold against the newest
         # metadata, as a single table commit's (spec/rest.md §3).
         if hasattr(txn, "strict_requirements"):
@@ -129,11 +137,22 @@ class Scope:
             return None
         return System(self.sessions, levels, self.root)
 
-    def atomic(self, catalog: Any) -> AbstractContextManager[Any]:
-        """A catalog transaction for a multi-step change; inside a transaction
-        (``/txn/{id}/`` or ``sys.dtxns.<id>``) that transaction itself."""
+    def atomic(self, catalog: Any, info: CommitInfo | None = None) -> AbstractContextManager[Any]:
+        """A catalog transaction for a multi-step change, with commit metadata
+        ``info``; inside a transaction (``/txn/{id}/`` or ``sys.dtxns.<id>``)
+        that transaction itself, which takes no metadata here.
+
+        Raises:
+            RestError: 400, ``info`` given inside a transaction.
+        """
         if catalog is self.root:
-            return transaction(self.root)
+            return transaction(self.root, info)
+        if info is not None and not info.empty:
+            raise bad_request(
+                "commit-message, commit-author and commit-properties cannot be given inside a "
+                "transaction: give them when it begins (POST /txn, or the commit.* properties "
+                "of sys.dtxns.<id>) or when it commits"
+            )
         return nullcontext(catalog)
 
 
@@ -178,7 +197,8 @@ class System:
             raise bad_request(
                 f"isolation-level must be snapshot or serializable, got {isolation!r}"
             )
-        self.sessions.begin(isolation.lower() if isolation else None, name=self.txn_id)
+        info = commit_info_of(properties)
+        self.sessions.begin(isolation.lower() if isolation else None, name=self.txn_id, info=info)
         return self.sessions.describe(self.txn_id)
 
     def drop(self) -> None:
@@ -189,16 +209,20 @@ class System:
     def update(self, removals: list[str], updates: dict[str, str]) -> dict[str, list[str]]:
         if self.txn_id is None:
             raise bad_request(f"{'.'.join(self.levels)} is a system namespace")
-        action = {k: v.lower() for k, v in updates.items()}
+        metadata = {k: v for k, v in updates.items() if k.startswith("commit.")}
+        action = {k: v.lower() for k, v in updates.items() if k not in metadata}
         if removals or set(action) - {"commit", "rollback"} or set(action.values()) != {"true"}:
             raise bad_request(
-                f"a transaction namespace takes only 'commit'='true' or 'rollback'='true', "
+                f"a transaction namespace takes only 'commit'='true' (with commit.message, "
+                f"commit.author, commit.property.<key>) or 'rollback'='true', "
                 f"got updates {sorted(updates)} and removals {sorted(removals)}"
             )
         if len(action) != 1:
             raise bad_request("set either 'commit' or 'rollback', not both")
+        if metadata and "commit" not in action:
+            raise bad_request("commit metadata (commit.*) goes with 'commit'='true' only")
         if "commit" in action:
-            self.sessions.commit(self.txn_id)
+            self.sessions.commit(self.txn_id, commit_info_of(metadata))
         else:
             self.sessions.rollback(self.txn_id)
         return {"updated": sorted(updates), "removed": [], "missing": []}

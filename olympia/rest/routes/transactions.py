@@ -12,6 +12,7 @@ from olympia.rest.routes.common import errors, new_router
 from olympia.rest.routes.dependencies import Scope, resolve
 from olympia.rest.routes.names import check_level, check_namespace
 from olympia.rest.routes.tables import commit_one
+from olympia.rest.sessions import checked_commit_info
 
 router = new_router()
 
@@ -19,6 +20,9 @@ router = new_router()
 @router.post("/transactions/commit")
 @errors(commit=True)
 def commit_transaction(request: CommitTransactionRequest, s: Scope = Depends(resolve)) -> Response:
+    info = checked_commit_info(
+        request.commit_message, request.commit_author, request.commit_properties
+    )
     changes: list[tuple[Identifier, CommitTableRequest]] = []
     seen: set[Identifier] = set()
     for i, change in enumerate(request.table_changes):
@@ -37,7 +41,7 @@ def commit_transaction(request: CommitTransactionRequest, s: Scope = Depends(res
     scopes = {s.scope_key(identifier[:-1]) for identifier, _ in changes}
     if len(scopes) > 1:
         raise bad_request("table-changes name tables inside and outside a transaction")
-    with s.route(changes[0][0][:-1]) as (cat, _, pre), s.atomic(cat) as txn:
+    with s.route(changes[0][0][:-1]) as (cat, _, pre), s.atomic(cat, info) as txn:
         for identifier, change in changes:
             commit_one(s.root, txn, identifier[len(pre) :], change)
     return Response(status_code=204)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from fastapi import Depends, Response
 
-from olympia.rest.models import BeginRequest
+from olympia.rest.models import BeginRequest, TxnCommitRequest
 from olympia.rest.responses import json_response
 from olympia.rest.routes.common import errors, new_router
 from olympia.rest.routes.dependencies import open_transactions
-from olympia.rest.sessions import OpenTransactions
+from olympia.rest.sessions import OpenTransactions, checked_commit_info
 
 #: The prefix of the Iceberg REST routes inside a transaction.
 TXN_ROOT = "/txn/{txn_id}"
@@ -23,7 +23,8 @@ router = new_router()
 def begin(
     request: BeginRequest, sessions: OpenTransactions = Depends(open_transactions)
 ) -> Response:
-    txn = sessions.begin(request.isolation, distributed=request.distributed)
+    info = checked_commit_info(request.message, request.author, request.properties)
+    txn = sessions.begin(request.isolation, distributed=request.distributed, info=info)
     return json_response(
         {"id": txn.id, "isolation": txn.isolation, "begin-version": txn.begin_version}
     )
@@ -38,8 +39,17 @@ def list_open(sessions: OpenTransactions = Depends(open_transactions)) -> Respon
 
 @router.post(TXN_ROOT + "/commit")
 @errors(commit=True)
-def commit(txn_id: str, sessions: OpenTransactions = Depends(open_transactions)) -> Response:
-    version = sessions.commit(txn_id)
+def commit(
+    txn_id: str,
+    request: TxnCommitRequest | None = None,
+    sessions: OpenTransactions = Depends(open_transactions),
+) -> Response:
+    info = (
+        checked_commit_info(request.message, request.author, request.properties)
+        if request is not None
+        else None
+    )
+    version = sessions.commit(txn_id, info)
     return json_response({"id": txn_id, "version": version})
 
 

@@ -1,0 +1,182 @@
+"""The ``olympia`` command line: inspect, repair and maintain a catalog.
+
+Every command takes the catalog as ``--warehouse URI`` or from the
+``OLYMPIA_WAREHOUSE`` environment variable. Output is a table for people, or
+JSON with ``--json`` (one document on stdout). Exit codes: 0 success, 1 the
+command ran and found a problem (``fsck`` found damage, a commit conflicted),
+2 bad input (usage, a missing catalog, an unknown version or object, a bad
+name), 3 a damaged catalog or a storage failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import olympia
+from olympia.cli import history, inspect, maintain, serve, txn
+from olympia.cli.base import (
+    ENV_WAREHOUSE,
+    EXIT_DAMAGED,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_USAGE,
+    CliError,
+    Command,
+    Out,
+    UsageError,
+    _examples,
+    _Parser,
+)
+from olympia.errors import (
+    CommitConflictError,
+    CorruptCatalogError,
+    InvalidArgumentError,
+    NoSuchObjectError,
+    ObjectAlreadyExistsError,
+    OlympiaError,
+    StorageError,
+)
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    maintain.INIT,
+    inspect.LS,
+    inspect.SHOW,
+    history.LOG,
+    history.DIFF,
+    history.GRAPH,
+    maintain.ROLLBACK,
+    maintain.EXPORT,
+    maintain.EXPIRE,
+    maintain.FSCK,
+    serve.SERVE,
+    txn.TXN,
+)
+
+
+def _common_options() -> _Parser:
+    """The options every command takes."""
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--warehouse",
+        "-w",
+        metavar="URI",
+        help=f"the catalog: a folder, file://, s3://bucket/prefix (default: ${ENV_WAREHOUSE})",
+    )
+    common.add_argument(
+        "--storage-option",
+        "-o",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an S3 setting, as PyIceberg names it: s3.endpoint, s3.region, s3.access-key-id, "
+        "s3.secret-access-key, s3.session-token, ... (s3fs's own names such as endpoint_url "
+        "work too), e.g. -o s3.endpoint=http://localhost:9000 (repeatable)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``olympia`` parser: the top level, then one subparser per entry of
+    :data:`COMMANDS`, which declares its own arguments."""
+    parser = _Parser(
+        prog="olympia",
+        description=textwrap.dedent(
+            """\
+            Inspect, repair and maintain an olympia catalog: a lakehouse catalog that
+            lives only in files (a folder or S3) and gives Iceberg tables transactions
+            across many tables."""
+        ),
+        epilog=_examples(
+            "olympia init -w /data/lake",
+            "export OLYMPIA_WAREHOUSE=s3://bucket/lake",
+            "olympia ls",
+            "olympia log --graph",
+            "olympia fsck --json",
+        )
+        + "\n\nexit codes: 0 ok, 1 a problem found (fsck) or a conflict, 2 bad input, "
+        "3 a damaged catalog or a storage failure",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", "--olympia-version", action="version", version=olympia.__version__
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = _common_options()
+    for command in COMMANDS:
+        p = sub.add_parser(
+            command.name,
+            parents=[common],
+            help=command.help,
+            description=command.help,
+            epilog=_examples(*command.examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.set_defaults(fn=command.run)
+        command.arguments(p, common)
+    return parser
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _fail(out: Out | None, code: int, message: str, usage: str | None = None) -> NoReturn:
+    """Report an error: one line on stderr (never wrapped), and under
+    ``--json`` also a JSON document on stdout."""
+    message = _one_line(message)
+    if out is not None and out.json:
+        doc: dict[str, Any] = {"error": message, "exit_code": code}
+        if usage:
+            doc["usage"] = _one_line(usage)
+        print(json.dumps(doc))
+    if usage:
+        sys.stderr.write(usage + "\n")
+    sys.stderr.write(f"olympia: error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        _fail(Out("--json" in argv), EXIT_USAGE, str(exc), exc.usage)
+    out = Out(bool(getattr(args, "json", False)))
+    try:
+        return int(args.fn(args, out))
+    except BrokenPipeError:
+        # The reader went away (`olympia log | head`): not an error of ours.
+        # Point stdout at nothing so that flushing it at exit is quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except CliError as exc:
+        _fail(out, EXIT_USAGE, str(exc))
+    except (InvalidArgumentError, NoSuchObjectError, ObjectAlreadyExistsError) as exc:
+        _fail(out, EXIT_USAGE, str(exc))
+    except olympia.CatalogNotFoundError as exc:
+        _fail(out, EXIT_USAGE, f"{exc} (create one with `olympia init`)")
+    except olympia.CatalogAlreadyExistsError as exc:
+        _fail(out, EXIT_USAGE, str(exc))
+    except olympia.VersionNotFoundError as exc:
+        _fail(out, EXIT_USAGE, str(exc))
+    except CommitConflictError as exc:
+        _fail(out, EXIT_PROBLEM, str(exc))
+    except (CorruptCatalogError, StorageError) as exc:
+        _fail(out, EXIT_DAMAGED, str(exc))
+    except OlympiaError as exc:
+        _fail(out, EXIT_PROBLEM, str(exc))
+    except KeyboardInterrupt:
+        _fail(None, 130, "interrupted")
+
+
+__all__ = ["COMMANDS", "CliError", "Command", "build_parser", "main"]

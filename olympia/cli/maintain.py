@@ -1,0 +1,368 @@
+"""``olympia init``, ``rollback``, ``export``, ``expire`` and ``fsck``: making
+and keeping a catalog."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+import olympia
+from olympia.catalog import Catalog
+from olympia.cli.base import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    CliError,
+    Command,
+    Out,
+    _iceberg_owner,
+    _nonnegative,
+    _open,
+    _parse_time,
+    _positive,
+    _storage_options,
+    _warehouse,
+)
+from olympia.errors import (
+    CorruptCatalogError,
+)
+
+
+def cmd_init(args: argparse.Namespace, out: Out) -> int:
+    options: dict[str, Any] = {}
+    if args.isolation:
+        options["default_isolation"] = args.isolation
+    if args.node_order:
+        options["node_order"] = args.node_order
+    if args.expire_max_age_seconds is not None:
+        seconds = args.expire_max_age_seconds
+        if not (0 < seconds < 2**52):  # also refuses nan and inf
+            raise CliError(f"--expire-max-age-seconds must be a positive number, got {seconds}")
+        options["expire_max_age_millis"] = max(1, round(seconds * 1000))
+    if args.expire_min_versions is not None:
+        options["expire_min_versions"] = args.expire_min_versions
+    cat = olympia.create_catalog(_warehouse(args), _storage_options(args), **options)
+    d = cat.definition
+    data = {
+        "warehouse": cat.uri,
+        "version": cat.version,
+        "format_version": d.format_version,
+        "default_isolation": d.default_isolation,
+        "expire_max_age_millis": d.expire_max_age_millis,
+        "expire_min_versions": d.expire_min_versions,
+    }
+    out.emit(
+        data,
+        lambda: out.console.print(
+            f"created an empty catalog at {cat.uri} (version {cat.version}, format "
+            f"{d.format_version}, default isolation {d.default_isolation}; `olympia expire` "
+            f"without options keeps versions younger than "
+            f"{_duration(d.expire_max_age_millis)} and at least the newest "
+            f"{d.expire_min_versions})"
+        ),
+    )
+    return EXIT_OK
+
+
+def _duration(millis: int) -> str:
+    """``millis`` for people: ``5 d``, ``36 h``, ``90 s``, ``250 ms``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if millis >= size and millis % size == 0:
+            return f"{millis // size} {unit}"
+    return f"{millis / 1000:g} s" if millis >= 1000 else f"{millis} ms"
+
+
+def cmd_rollback(args: argparse.Namespace, out: Out) -> int:
+    cat = _open(args)
+    new = cat.rollback_to(args.to)
+    out.emit(
+        {"rolled_back_to": args.to, "version": new},
+        lambda: out.console.print(f"version {new} now holds the catalog as of version {args.to}"),
+    )
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: Out) -> int:
+    cat = _open(args)
+    if args.drop:
+        if args.target is not None:
+            raise CliError("export --drop takes only the export's name")
+        cat.drop_export(args.name)
+        out.emit({"dropped": args.name}, lambda: out.console.print(f"dropped export {args.name}"))
+        return EXIT_OK
+    if args.target is None:
+        raise CliError("export needs a NAME and a TARGET catalog URI")
+    with out.status(f"exporting to {args.target}"):
+        version = cat.export_snapshot(args.name, args.target, mode=args.mode)
+    out.emit(
+        {"name": args.name, "target": args.target, "mode": args.mode, "version": version},
+        lambda: out.console.print(
+            f"exported version {version} to {args.target} ({args.mode}); it stays pinned until "
+            f"`olympia export --drop {args.name}`"
+        ),
+    )
+    return EXIT_OK
+
+
+def cmd_expire(args: argparse.Namespace, out: Out) -> int:
+    cat = _open(args)
+    older = _parse_time(args.older_than) if args.older_than else None
+    doing = "expiring versions and removing unreachable files"
+    if args.dry_run:
+        doing = "finding what expiration would remove"
+    with out.status(doing):
+        res = cat.expire_versions(
+            older_than=older,
+            keep_last=args.keep_last,
+            grace_seconds=args.grace_seconds,
+            allow_short_grace=args.allow_short_grace,
+            dry_run=args.dry_run,
+        )
+    expired = res.expired_versions
+    data: dict[str, Any] = {
+        "dry_run": res.dry_run,
+        "oldest_version": res.oldest_version,
+        "expired_versions": len(expired),
+        "first_expired_version": expired[0] if expired else None,
+        "last_expired_version": expired[-1] if expired else None,
+        "deleted_roots": res.deleted_roots,
+        "deleted_markers": res.deleted_markers,
+        "deleted_files": res.deleted_files,
+        "deleted_pins": res.deleted_pins,
+        "deleted_temporary_files": res.deleted_temporary_files,
+        "dropped_transactions": list(res.dropped_transactions),
+        "broken_pins": list(res.broken_pins),
+        "retention": None
+        if res.retention is None
+        else {"max_age_millis": res.retention[0], "min_versions": res.retention[1]},
+    }
+    if cat.store.storage.list(ICEBERG_PURGES):
+        if args.dry_run:
+            with out.status("finding the purged Iceberg tables that would be deleted"):
+                due, pending, damaged = _due_purges(args, cat, res.oldest_version)
+            data["purged_tables"] = due
+            data["pending_purges"] = pending
+            data["damaged_purge_records"] = damaged
+        else:
+            with out.status("deleting the files of purged Iceberg tables no kept version holds"):
+                purges = _iceberg_owner(args).run_purges()
+            data["purged_tables"] = purges.purged_tables
+            data["pending_purges"] = purges.pending_tables
+            data["deleted_table_files"] = purges.deleted_files
+            data["damaged_purge_records"] = list(purges.damaged)
+    if args.dry_run:
+        data["paths"] = list(res.paths)
+
+    def render() -> None:
+        if res.retention is not None:
+            out.console.print(
+                f"no option given: the catalog's retention keeps versions younger than "
+                f"{_duration(res.retention[0])} and at least the newest {res.retention[1]}"
+            )
+        if args.dry_run:
+            note = "dry run: nothing was deleted; a run now would expire and delete this"
+            if res.dropped_transactions:
+                note += " (after a new version that drops the expired distributed transactions)"
+            out.console.print(note)
+        rows = [
+            [k, "-" if v is None else ", ".join(map(str, v)) if isinstance(v, list) else v]
+            for k, v in data.items()
+            if k not in ("paths", "retention", "dry_run")
+        ]
+        out.table(None, ["", "value"], rows)
+        if args.dry_run and res.paths:
+            out.table(None, ["would delete"], [[p] for p in res.paths])
+
+    out.emit(data, render)
+    return EXIT_OK
+
+
+def _due_purges(args: argparse.Namespace, cat: Catalog, floor: int) -> tuple[int, int, list[str]]:
+    """``(due, pending, damaged records)``: the purge records of Iceberg
+    tables that a run which moves the floor to ``floor`` would carry out
+    (the rule of olympia.iceberg.purge.run: dropped at or below the floor, no
+    live pin below the dropping version), counted without deleting."""
+    owner = _iceberg_owner(args)  # says so when the iceberg extra is missing
+    from olympia.iceberg import purge
+    from olympia.maintenance import read_pins
+
+    found, damaged = purge.records(owner)
+    now = datetime.now(timezone.utc).timestamp() * 1000
+    pins = [p for p in read_pins(cat.store.storage) if not p.lapsed(now)]
+    lowest_pin = min((p.from_version for p in pins), default=None)
+    due = [
+        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
+    ]
+    return len(due), len(found) - len(due), damaged
+
+
+#: The folder of Iceberg purge records (olympia.iceberg.purge.FOLDER).
+ICEBERG_PURGES = "iceberg-purge"
+
+
+def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
+    with out.status("checking every file the kept versions need"):
+        check = _fsck(args)
+    data = {
+        "ok": check.ok,
+        "oldest_version": check.oldest_version,
+        "latest_version": check.latest_version,
+        "kept_versions": len(check.kept_versions),
+        "checked_files": check.checked_files,
+        "missing": list(check.missing),
+        "damaged": list(check.damaged),
+        "orphans": list(check.orphans),
+        "awaiting_expiration": list(check.awaiting_expiration),
+    }
+
+    def render() -> None:
+        verdict = "[green]ok[/green]" if check.ok else "[red]DAMAGED[/red]"
+        out.console.print(
+            f"{verdict}: versions {check.oldest_version}..{check.latest_version}, "
+            f"{len(check.kept_versions)} kept, {check.checked_files} file(s) checked, "
+            f"{len(check.missing)} missing, {len(check.damaged)} damaged, "
+            f"{len(check.orphans)} orphan(s), "
+            f"{len(check.awaiting_expiration)} awaiting expiration"
+        )
+        rows = [["missing", p] for p in check.missing] + [["damaged", p] for p in check.damaged]
+        rows += [["orphan", p] for p in check.orphans]
+        rows += [["awaiting expiration", p] for p in check.awaiting_expiration]
+        if rows:
+            out.table(None, ["finding", "file"], rows)
+
+    out.emit(data, render)
+    return EXIT_OK if check.ok else EXIT_PROBLEM
+
+
+def _fsck(args: argparse.Namespace) -> Any:
+    """``Catalog.fsck()``; when the catalog cannot be opened because its
+    latest root is damaged, the same check on its storage, which reports
+    that root among the damaged files (spec/transactions.md §8.3)."""
+    try:
+        cat = _open(args)
+    except CorruptCatalogError:
+        from olympia.maintenance import check_files
+        from olympia.storage import open_storage
+        from olympia.store import CatalogStore
+
+        store = CatalogStore(open_storage(_warehouse(args), _storage_options(args)))
+        try:
+            store.load_latest()
+        except CorruptCatalogError:
+            return check_files(store)  # the latest root: the check names it
+        raise  # something else (an unsupported format version, say)
+    return cat.fsck()
+
+
+def _init_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument("--isolation", choices=("snapshot", "serializable"), help="default isolation")
+    p.add_argument(
+        "--node-order", type=_positive, metavar="M", help="B-tree node order (default 128)"
+    )
+    p.add_argument(
+        "--expire-max-age-seconds",
+        type=float,
+        metavar="S",
+        help="`olympia expire` without options keeps versions younger than this "
+        "(default 432000, five days)",
+    )
+    p.add_argument(
+        "--expire-min-versions",
+        type=_positive,
+        metavar="K",
+        help="`olympia expire` without options keeps at least the newest K versions (default 1)",
+    )
+
+
+INIT = Command(
+    "init",
+    "Create a new, empty catalog at the warehouse URI.",
+    [
+        "olympia init -w /data/lake",
+        "olympia init -w s3://bucket/lake --isolation serializable",
+        "olympia init -w /data/lake --expire-max-age-seconds 604800 --expire-min-versions 10",
+    ],
+    cmd_init,
+    _init_arguments,
+)
+
+
+def _rollback_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument("to", type=_nonnegative, metavar="VERSION")
+
+
+ROLLBACK = Command(
+    "rollback",
+    "Publish a new version equal to an older one (history is kept).",
+    ["olympia rollback 12"],
+    cmd_rollback,
+    _rollback_arguments,
+)
+
+
+def _export_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("target", nargs="?", metavar="TARGET")
+    p.add_argument("--mode", choices=("full", "minimal"), default="full")
+    p.add_argument("--drop", action="store_true", help="unpin the export NAME")
+
+
+EXPORT = Command(
+    "export",
+    "Copy the latest version to a new catalog and pin it, or drop an export's pin.",
+    [
+        "olympia export nightly /backup/lake",
+        "olympia export nightly s3://backup/lake --mode minimal",
+        "olympia export --drop nightly",
+    ],
+    cmd_export,
+    _export_arguments,
+)
+
+
+def _expire_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument("--older-than", metavar="TIME", help="expire versions created before TIME")
+    p.add_argument("--keep-last", type=_positive, metavar="K", help="keep the newest K versions")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="delete and write nothing: print what would be expired and deleted",
+    )
+    p.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=3600.0,
+        help="never delete files younger than this (default 3600; at least twice the "
+        "catalog's commit time limit, 600 by default)",
+    )
+    p.add_argument(
+        "--allow-short-grace",
+        action="store_true",
+        help="allow a grace period below twice the commit time limit: only while nobody "
+        "writes to the catalog",
+    )
+
+
+EXPIRE = Command(
+    "expire",
+    "Expire old versions and delete files no kept version needs. Without --older-than "
+    "or --keep-last, the catalog's retention decides (`olympia init "
+    "--expire-max-age-seconds/--expire-min-versions`; by default versions younger than "
+    "five days, and the newest one, are kept).",
+    [
+        "olympia expire --dry-run            # what the catalog's retention would remove",
+        "olympia expire                      # remove it",
+        "olympia expire --keep-last 100 --dry-run --json",
+        "olympia expire --older-than 2026-11-01T00:00:00Z --grace-seconds 600",
+    ],
+    cmd_expire,
+    _expire_arguments,
+)
+
+
+FSCK = Command(
+    "fsck",
+    "Check that every file a kept version needs is present and undamaged; list orphans.",
+    ["olympia fsck", "olympia fsck --json"],
+    cmd_fsck,
+)

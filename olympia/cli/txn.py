@@ -1,0 +1,100 @@
+"""``olympia txn``: distributed transactions."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+import olympia
+from olympia import changes
+from olympia.cli.base import (
+    EXIT_OK,
+    Command,
+    Out,
+    _iso,
+    _open,
+)
+
+
+def cmd_txn(args: argparse.Namespace, out: Out) -> int:
+    cat = _open(args)
+    if args.txn_command == "list":
+        infos = cat.list_transactions(include_expired=args.all)
+        data = [_txn_json(t) for t in infos]
+        out.emit(
+            data,
+            lambda: out.table(
+                f"{len(infos)} distributed transaction(s)",
+                ["id", "isolation", "began at", "created (UTC)", "expires (UTC)"],
+                [
+                    [d["id"], d["isolation"], d["begin_version"], d["created_at"], d["expires_at"]]
+                    for d in data
+                ],
+            ),
+        )
+        return EXIT_OK
+    txn = cat.resume(args.id)
+    if args.txn_command == "show":
+        shown: dict[str, Any] = {
+            "id": txn.id,
+            "isolation": txn.isolation,
+            "begin_version": txn.begin_version,
+            "status": txn.status,
+            "actions": [n.to_json() for n in changes.describe(txn.actions, reads=True)],
+        }
+        out.emit(
+            shown,
+            lambda: out.table(
+                f"transaction {txn.id} ({txn.isolation}, began at version {txn.begin_version})",
+                ["action", "kind", "name"],
+                [
+                    [
+                        a["change"],
+                        a["kind"],
+                        a["name"] + (f" -> {a['target']}" if "target" in a else ""),
+                    ]
+                    for a in shown["actions"]
+                ],
+            ),
+        )
+        return EXIT_OK
+    txn.rollback()
+    out.emit(
+        {"id": args.id, "rolled_back": True},
+        lambda: out.console.print(f"rolled back distributed transaction {args.id}"),
+    )
+    return EXIT_OK
+
+
+def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:
+    def ms(x: int) -> str:
+        return _iso(datetime.fromtimestamp(x / 1000, tz=timezone.utc))
+
+    return {
+        "id": t.id,
+        "isolation": t.isolation,
+        "begin_version": t.begin_version,
+        "created_at": ms(t.created_at_millis),
+        "expires_at": ms(t.expires_at_millis),
+        "properties": t.properties,
+    }
+
+
+def _txn_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    tsub = p.add_subparsers(dest="txn_command", metavar="ACTION")
+    tsub.required = True
+    tl = tsub.add_parser("list", parents=[common], help="open distributed transactions")
+    tl.add_argument("--all", action="store_true", help="include expired ones not yet removed")
+    for action in ("show", "rollback"):
+        tp = tsub.add_parser(action, parents=[common], help=f"{action} one transaction")
+        tp.add_argument("id")
+
+
+TXN = Command(
+    "txn",
+    "Distributed transactions: list, show or roll back.",
+    ["olympia txn list", "olympia txn show 0f3c...", "olympia txn rollback 0f3c..."],
+    cmd_txn,
+    _txn_arguments,
+)
