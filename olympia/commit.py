@@ -713,24 +713,24 @@ class _Leader:
         """Holding the publish lock, after publishing ``last``: publish the
         transactions other writers of this host left meanwhile, for at most
         ``rounds`` more rounds (spec/transactions.md §3.2)."""
+        answered = len(last.info.transaction_ids) - 1
         for _ in range(rounds):
+            if answered >= 2 or self.held_back or self.refused_one:
+                # Several writers just answered (or one just refused) are
+                # beginning their next transactions: they are worth a
+                # moment's wait. One alone is not: it meets this one's own
+                # next transaction in the next version instead.
+                holder.wait_for_requests(_GROUP_GATHER_SECONDS, answered if answered >= 2 else 1)
             if not holder.waiting():
-                if not self.held_back and not self.refused_one:
-                    # Only requests already there: the writers just answered,
-                    # this one's among them, begin their next transactions
-                    # together and meet in the next version, whoever holds
-                    # the lock then.
-                    return
-                # A writer just refused begins again on the latest version:
-                # its next request is worth a moment's wait.
-                holder.wait_for_requests(_GROUP_GATHER_SECONDS, 1)
-                if not holder.waiting():
-                    return
+                return
             outcome, links = self.lead_round(holder, last)
             if links and len(outcome.published) < links:
                 return
             if outcome.published:
                 last = outcome.published[-1]
+                answered = sum(len(r.info.transaction_ids) for r in outcome.published)
+            else:
+                answered = 0
 
     #: Whether the last round refused a held-back request.
     refused_one = False
