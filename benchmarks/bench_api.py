@@ -92,7 +92,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -571,35 +570,8 @@ def run_fixed_time(job: Job, procs: int) -> list[Worker]:
     return harness.run_spawned(run_worker, Worker, job, procs, job.seconds + 900)
 
 
-@dataclass
-class ConcurrencyRun:
-    label: str
-    system: str
-    procs: int
-    workers: list[Worker]
-    load: tuple[float, float]
-    problems: list[str] = field(default_factory=list)
-    checks: list[str] = field(default_factory=list)
-
-    @property
-    def counts(self) -> list[int]:
-        return [w.commits for w in self.workers]
-
-    @property
-    def commits(self) -> int:
-        return sum(self.counts)
-
-    @property
-    def rate(self) -> float:
-        elapsed = max(w.t_end for w in self.workers) - min(w.t_start for w in self.workers)
-        return self.commits / elapsed if elapsed > 0 else float("nan")
-
-    @property
-    def failures(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for w in self.workers:
-            total.update(w.failures)
-        return total
+#: One timed run: counts, rate and failures (benchmarks/harness.py).
+ConcurrencyRun = harness.TimedRun[Worker]
 
 
 def concurrency_run(

@@ -166,36 +166,8 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
         handle.close()
 
 
-@dataclass
-class Run:
-    label: str
-    system: str
-    kind: str
-    procs: int
-    workers: list[Worker]
-    load: tuple[float, float]
-    problems: list[str] = field(default_factory=list)
-    checks: list[str] = field(default_factory=list)
-
-    @property
-    def counts(self) -> list[int]:
-        return [w.commits for w in self.workers]
-
-    @property
-    def commits(self) -> int:
-        return sum(self.counts)
-
-    @property
-    def rate(self) -> float:
-        elapsed = max(w.t_end for w in self.workers) - min(w.t_start for w in self.workers)
-        return self.commits / elapsed if elapsed > 0 else float("nan")
-
-    @property
-    def failures(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for w in self.workers:
-            total.update(w.failures)
-        return total
+#: One timed run: counts, rate and failures (benchmarks/harness.py).
+Run = harness.TimedRun[Worker]
 
 
 def one_run(label: str, system: str, kind: str, where: str, procs: int, seconds: float) -> Run:
@@ -204,7 +176,7 @@ def one_run(label: str, system: str, kind: str, where: str, procs: int, seconds:
     harness.log(f"  {label}: {system}, {kind}, {procs} process(es) for {seconds:.0f} s")
     load0 = harness.load_average()
     workers = harness.run_spawned(run_worker, Worker, job, procs, seconds + 900)
-    run = Run(label, system, kind, procs, workers, (load0, harness.load_average()))
+    run = Run(label, system, procs, workers, (load0, harness.load_average()), kind=kind)
     check(run, where, base)
     harness.log(
         f"    counts {run.counts}, {run.rate:.1f} commits/s, failures {dict(run.failures)}"

@@ -22,11 +22,12 @@ import statistics
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent
@@ -448,3 +449,52 @@ def write_results(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     log(f"wrote {path}")
+
+
+class TimedWorker(Protocol):
+    """What a process that commits for a fixed time reports (each bench's
+    ``Worker`` dataclass has these fields, and more of its own)."""
+
+    commits: int
+    failures: dict[str, int]
+    t_start: float
+    t_end: float
+
+
+W = TypeVar("W", bound=TimedWorker)
+
+
+@dataclass
+class TimedRun(Generic[W]):
+    """``procs`` processes that committed for a fixed time: each one's count
+    (a fixed count per process would hide starvation), the rate over the
+    span from the first start to the last end, and failures by kind."""
+
+    label: str
+    system: str
+    procs: int
+    workers: list[W]
+    load: tuple[float, float]
+    problems: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    kind: str = ""
+
+    @property
+    def counts(self) -> list[int]:
+        return [w.commits for w in self.workers]
+
+    @property
+    def commits(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def rate(self) -> float:
+        elapsed = max(w.t_end for w in self.workers) - min(w.t_start for w in self.workers)
+        return self.commits / elapsed if elapsed > 0 else float("nan")
+
+    @property
+    def failures(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for w in self.workers:
+            total.update(w.failures)
+        return total
