@@ -11,7 +11,7 @@ Atomicity comes from the operating system, not from fsspec:
 * ``put_group`` (the new node, definition and action files of a commit,
   which nothing names until the commit's root is put) writes each temporary
   file and links it into place at once, and fsyncs the files, and each
-  folder once, in parallel in the background (spec/format.md §9.3).
+  folder once, in parallel in the background (spec/format.md §9, item 3).
 * ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
   of time, so that a commit writes its root's data while its node files are
   still being written, and only the link waits for them.
