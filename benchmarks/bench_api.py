@@ -1138,12 +1138,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
             text,
         ]
-        if problems:
-            lines += ["## Problems", "", *[f"* {x}" for x in problems], ""]
-        harness.write_results(out, "\n".join(lines))
-    for x in problems:
-        harness.log(f"FAILED: {x}")
-    return 1 if problems else 0
+        harness.save_report(out, lines, problems)
+    return harness.exit_code(problems)
 
 
 if __name__ == "__main__":

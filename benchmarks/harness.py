@@ -451,6 +451,20 @@ def write_results(path: Path, text: str) -> None:
     log(f"wrote {path}")
 
 
+def save_report(path: Path, lines: list[str], problems: Sequence[str]) -> None:
+    """Write a results file of ``lines``, with a "Problems" section when any."""
+    if problems:
+        lines = [*lines, "## Problems", "", *[f"* {x}" for x in problems], ""]
+    write_results(path, "\n".join(lines))
+
+
+def exit_code(problems: Sequence[str]) -> int:
+    """Say each problem on stderr; 1 if there was any, else 0."""
+    for x in problems:
+        log(f"FAILED: {x}")
+    return 1 if problems else 0
+
+
 class TimedWorker(Protocol):
     """What a process that commits for a fixed time reports (each bench's
     ``Worker`` dataclass has these fields, and more of its own)."""
