@@ -268,15 +268,32 @@ def record_s3_requests() -> Iterator[S3RequestLog]:
 # --- a moto S3 server in a child process -------------------------------------------
 
 
-def _moto_main(port: int, bucket: str, ready: Any) -> None:
-    """Child process: serve S3 on 127.0.0.1:``port`` until terminated."""
+def _moto_main(
+    port: int,
+    bucket: str,
+    ready: Any,
+    latency: tuple[float, float] | None = None,
+    setup: Callable[[Any], None] | None = None,
+    control: Any = None,
+) -> None:
+    """Child process: serve S3 on 127.0.0.1:``port`` until terminated.
+
+    ``latency`` (seconds, low and high): every request waits a uniformly
+    random time in that range before moto handles it, in the server's
+    request thread, so requests in flight together wait together (a
+    simulated distance to S3). ``setup``: a module-level function run in
+    this process once the server is up, given ``control`` (this end of a
+    pipe to the parent), for example to change moto's behaviour or to answer
+    the parent's requests below HTTP."""
     import logging
     import os
+    import random
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
         os.environ.pop(var, None)
     from moto.s3.responses import S3Response
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
     from moto.server import ThreadedMotoServer
 
     # moto checks If-None-Match and stores in two unlocked steps; real S3's
@@ -289,6 +306,15 @@ def _moto_main(port: int, bucket: str, ready: Any) -> None:
             return original(self, *args, **kwargs)
 
     S3Response.put_object = put_object  # type: ignore[method-assign]
+    if latency is not None:
+        low, high = latency
+        dispatch = DomainDispatcherApplication.__call__
+
+        def delayed(self: Any, environ: Any, start_response: Any) -> Any:
+            time.sleep(random.uniform(low, high))
+            return dispatch(self, environ, start_response)
+
+        DomainDispatcherApplication.__call__ = delayed  # type: ignore[method-assign]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     import boto3
@@ -300,6 +326,8 @@ def _moto_main(port: int, bucket: str, ready: Any) -> None:
         aws_secret_access_key="testing",
         region_name="us-east-1",
     ).create_bucket(Bucket=bucket)
+    if setup is not None:
+        threading.Thread(target=setup, args=(control,), daemon=True).start()
     ready.set()
     threading.Event().wait()
 
@@ -312,6 +340,8 @@ class MotoProcess:
     endpoint_url: str
     bucket: str
     process: Any
+    #: the parent's end of the pipe given to ``setup`` (None without one)
+    control: Any = None
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -333,8 +363,15 @@ class MotoProcess:
             self.process.join(timeout=10)
 
 
-def start_moto_process(bucket: str = "olympia-bench", timeout: float = 60.0) -> MotoProcess:
-    """Start a moto S3 server on a free local port in a spawned child process."""
+def start_moto_process(
+    bucket: str = "olympia-bench",
+    timeout: float = 60.0,
+    *,
+    latency: tuple[float, float] | None = None,
+    setup: Callable[[Any], None] | None = None,
+) -> MotoProcess:
+    """Start a moto S3 server on a free local port in a spawned child process
+    (``latency`` and ``setup``: see :func:`_moto_main`)."""
     import multiprocessing as mp
     import socket
 
@@ -343,9 +380,14 @@ def start_moto_process(bucket: str = "olympia-bench", timeout: float = 60.0) -> 
         port = int(s.getsockname()[1])
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
-    process = ctx.Process(target=_moto_main, args=(port, bucket, ready), daemon=True)
+    parent_end, child_end = ctx.Pipe() if setup is not None else (None, None)
+    process = ctx.Process(
+        target=_moto_main,
+        args=(port, bucket, ready, latency, setup, child_end),
+        daemon=True,
+    )
     process.start()
     if not ready.wait(timeout):
         process.kill()
         raise RuntimeError(f"the moto server did not start within {timeout:.0f} s")
-    return MotoProcess(f"http://127.0.0.1:{port}", bucket, process)
+    return MotoProcess(f"http://127.0.0.1:{port}", bucket, process, parent_end)
