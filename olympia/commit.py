@@ -823,7 +823,9 @@ class _Leader:
             if not links:
                 return outcome, 0
             try:
-                outcome = store.publish_chain(last, links)
+                outcome = store.publish_chain(
+                    last, links, placed=lambda: self._send_refusals(holder)
+                )
             except Exception:
                 if own is not None:
                     raise
@@ -844,10 +846,22 @@ class _Leader:
                         holder.refuse(txn_id)
             return outcome, len(links)
         finally:
-            holder.send_refusals()
-            self.refused_one = bool(self.held_back)
-            if self.held_back:
-                holder.refuse(self.held_back.pop(0))
+            self._send_refusals(holder)
+
+    def _send_refusals(self, holder: group.Holder) -> None:
+        """The refusals of this round, and of the next request held back: sent
+        as soon as the round's last root is in place, before its folder is
+        fsynced and its members answered, so that the writers refused begin
+        again on it while the holder finishes (a refused writer only reads
+        that root; what it publishes next is made durable by a later fsync of
+        the same folder, which makes this root's entry durable too, §3.2 item
+        4). Once per round: the round's end calls it again, to no effect."""
+        if holder.refusals_sent:
+            return
+        holder.send_refusals()
+        self.refused_one = bool(self.held_back)
+        if self.held_back:
+            holder.refuse(self.held_back.pop(0))
 
     def _group_link(
         self,

@@ -307,6 +307,9 @@ class Holder:
         self._bell: int | None = None
         self._bell_opened = False
         self._refusals: list[str] | None = None
+        #: No refusal is held back (:meth:`send_refusals` ran since the last
+        #: :meth:`defer_refusals`).
+        self.refusals_sent = True
 
     def waiting(self) -> bool:
         """Whether any request is there (one directory listing)."""
@@ -426,10 +429,12 @@ class Holder:
         """Hold the refusals back until :meth:`send_refusals`."""
         if self._refusals is None:
             self._refusals = []
+            self.refusals_sent = False
 
     def send_refusals(self) -> None:
         """Send the refusals held back, and hold no more back."""
         refusals, self._refusals = self._refusals, None
+        self.refusals_sent = True
         for txn_id in refusals or ():
             self._answer(txn_id, _REFUSED)
 

@@ -1148,9 +1148,16 @@ class CatalogStore:
         self._hint_write = self._executor().submit(self._write_hint, version)
         return result
 
-    def publish_chain(self, base: Root, links: Sequence[ChainLink]) -> ChainOutcome:
+    def publish_chain(
+        self,
+        base: Root,
+        links: Sequence[ChainLink],
+        placed: Callable[[], None] | None = None,
+    ) -> ChainOutcome:
         """Publish ``links[i]`` as version ``base.version + 1 + i``, each root
         built on the one before (group commit, spec/transactions.md §3.2).
+        ``placed`` is called once the last root is in place (readers find it)
+        and before its folder is made durable, where the storage tells.
 
         The roots are encoded one after the other, made durable side by side
         (their temporary files fsynced in parallel), then put in version
@@ -1222,9 +1229,14 @@ class CatalogStore:
                 st.discard()
             outcome.error = failed[0]
             return outcome
-        for (root, data, written), st, since in zip(prepared, staged, oldest, strict=False):
+        last = len(prepared) - 1
+        for i, ((root, data, written), st, since) in enumerate(
+            zip(prepared, staged, oldest, strict=False)
+        ):
             try:
-                if not self._put_root(root.version, st, data, None, (since, limit)):
+                if not self._put_root(
+                    root.version, st, data, placed if i == last else None, (since, limit)
+                ):
                     break
             except CommitTimeoutError as exc:  # nothing put: the chain ends before it
                 outcome.error = exc

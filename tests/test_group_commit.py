@@ -686,8 +686,14 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
         events.append(f"{text.split()[0]} {txn_id}")
         real_answer(self, txn_id, text)
 
-    def chain(self: CatalogStore, base: Any, links: Any) -> Any:
-        outcome = real_chain(self, base, links)
+    def chain(self: CatalogStore, base: Any, links: Any, placed: Any = None) -> Any:
+        def in_place() -> None:  # may be called more than once
+            if "in place" not in events:
+                events.append("in place")
+            if placed is not None:
+                placed()
+
+        outcome = real_chain(self, base, links, in_place)
         events.append(f"published {len(outcome.published)}")
         return outcome
 
@@ -712,7 +718,11 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     assert cat.latest().describe_table("w0", "t").metadata_location == (
         f"s3://data/w0/writer{threads.index(won[0])}.json"
     )
-    # The holder's version went out first; every refusal came after it.
-    assert events[0] == "published 1"
-    assert sorted(e.split()[1] for e in events[1:]) == sorted(t.txn.id for t in lost)
-    assert all(e.startswith("refused") for e in events[1:])
+    # The holder's version went out first; every refusal came after it, the
+    # first one as soon as the root was in place, before publishing ended
+    # (the folder's fsync), the others one by one after it.
+    assert events[0] == "in place"
+    assert events[1].startswith("refused") and events[2] == "published 1"
+    refusals = [e for e in events if e.startswith("refused")]
+    assert len(refusals) == 3 and events[3:] == refusals[1:]
+    assert sorted(e.split()[1] for e in refusals) == sorted(t.txn.id for t in lost)
