@@ -148,3 +148,32 @@ def test_the_cli_expire_runs_due_purges(lake) -> None:
     report = json.loads(done.stdout)
     assert report["purged_tables"] == 1 and report["deleted_table_files"] >= 4
     assert files(root, "ns.db/t/") == []
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_a_dry_run_counts_the_purges_a_run_would_make_and_changes_nothing(lake) -> None:
+    cat, root = lake
+    cat.purge_table("ns.t")
+    before = _tree(root)
+    dry = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True, dry_run=True)
+    assert dry.dry_run and dry.paths
+    assert (dry.purges.purged_tables, dry.purges.pending_tables) == (1, 0)
+    assert dry.purges.deleted_files == 0
+    assert _tree(root) == before  # not a byte written or deleted
+    real = expire(cat)
+    assert (real.purged_tables, real.pending_tables) == (1, 0)
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_dry_run_keeps_a_purge_a_pin_holds_back_pending(lake) -> None:
+    cat, root = lake
+    cat.olympia.export_snapshot("keep", f"file://{root.parent}/export")
+    cat.purge_table("ns.t")
+    dry = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True, dry_run=True)
+    assert (dry.purges.purged_tables, dry.purges.pending_tables) == (0, 1)
+    assert files(root, "ns.db/t/")

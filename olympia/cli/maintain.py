@@ -4,11 +4,9 @@ and keeping a catalog."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
 from typing import Any
 
 import olympia
-from olympia.catalog import Catalog
 from olympia.cli.base import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -139,7 +137,7 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
     if cat.store.storage.list(ICEBERG_PURGES):
         if args.dry_run:
             with out.status("finding the purged Iceberg tables that would be deleted"):
-                due, pending, damaged = _due_purges(args, cat, res.oldest_version)
+                due, pending, damaged = _due_purges(args, res.oldest_version)
             data["purged_tables"] = due
             data["pending_purges"] = pending
             data["damaged_purge_records"] = damaged
@@ -177,23 +175,15 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _due_purges(args: argparse.Namespace, cat: Catalog, floor: int) -> tuple[int, int, list[str]]:
-    """``(due, pending, damaged records)``: the purge records of Iceberg
-    tables that a run which moves the floor to ``floor`` would carry out
-    (the rule of olympia.iceberg.purge.run: dropped at or below the floor, no
-    live pin below the dropping version), counted without deleting."""
+def _due_purges(args: argparse.Namespace, floor: int) -> tuple[int, int, list[str]]:
+    """``(due, pending, damaged records)``: the purges of Iceberg tables that a
+    run which moves the floor to ``floor`` would carry out
+    (:func:`olympia.iceberg.purge.plan`), counted without deleting."""
     owner = _iceberg_owner(args)  # says so when the iceberg extra is missing
     from olympia.iceberg import purge
-    from olympia.maintenance import read_pins
 
-    found, damaged = purge.records(owner)
-    now = datetime.now(timezone.utc).timestamp() * 1000
-    pins = [p for p in read_pins(cat.store.storage) if not p.lapsed(now)]
-    lowest_pin = min((p.from_version for p in pins), default=None)
-    due = [
-        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
-    ]
-    return len(due), len(found) - len(due), damaged
+    todo = purge.plan(owner, floor)
+    return len(todo.due), len(todo.pending), list(todo.damaged)
 
 
 #: The folder of Iceberg purge records (olympia.iceberg.purge.FOLDER).

@@ -507,17 +507,27 @@ class OlympiaCatalog(MetastoreCatalog):
         keep_last: int | None = None,
         grace_seconds: float = 3600.0,
         allow_short_grace: bool = False,
+        dry_run: bool = False,
     ) -> ExpireResult:
         """The catalog's ``expire_versions`` (same arguments), then the due
         purges of Iceberg tables (:func:`olympia.iceberg.purge.run`); the
-        result has both (``purges``)."""
+        result has both (``purges``). With ``dry_run``, nothing is written or
+        deleted: the result says what a run now would expire and delete, and
+        ``purges`` counts the purges that would then be due
+        (``purged_tables``; ``deleted_files`` is 0)."""
         core = self.olympia.expire_versions(
             older_than=older_than,
             keep_last=keep_last,
             grace_seconds=grace_seconds,
             allow_short_grace=allow_short_grace,
+            dry_run=dry_run,
         )
-        return ExpireResult(**dataclasses.asdict(core), purges=purge.run(self))
+        if dry_run:
+            todo = purge.plan(self, core.oldest_version)
+            purges = purge.PurgeResult(len(todo.due), len(todo.pending), 0, todo.damaged)
+        else:
+            purges = purge.run(self)
+        return ExpireResult(**dataclasses.asdict(core), purges=purges)
 
     def run_purges(self) -> purge.PurgeResult:
         """Delete the files of purged tables that no kept version reaches."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from pyiceberg.table.metadata import TableMetadata
 from olympia import errors as oe
 from olympia import maintenance
 from olympia.iceberg.locations import LocationNotAllowedError, is_under
-from olympia.maintenance import read_pins
+from olympia.maintenance import Pin, read_pins
 
 if TYPE_CHECKING:
     from olympia.iceberg.catalog import OlympiaCatalog
@@ -121,38 +122,68 @@ def records(owner: OlympiaCatalog) -> tuple[list[PurgeRecord], list[str]]:
     return found, damaged
 
 
+@dataclass(frozen=True)
+class PurgePlan:
+    """The purge records a run would carry out, and why the others wait."""
+
+    #: Records whose tables' files a run deletes now.
+    due: tuple[PurgeRecord, ...]
+    #: Records a kept version (or a pin) still holds back.
+    pending: tuple[PurgeRecord, ...]
+    #: Records that cannot be read (named); they are left in place.
+    damaged: tuple[str, ...]
+    #: The pins in force (not lapsed) that were read.
+    pins: tuple[Pin, ...] = ()
+
+
+def plan(owner: OlympiaCatalog, floor: int | None = None) -> PurgePlan:
+    """Which purges are due once the oldest kept version is ``floor`` (by
+    default the catalog's floor now): those dropped at or below it with no
+    pin in force keeping an older version (a lapsed pin keeps nothing: the
+    expiration that runs first deletes it). Deletes nothing.
+
+    Raises:
+        CorruptCatalogError: a pin record cannot be read.
+    """
+    found, damaged = records(owner)
+    if not found:
+        return PurgePlan((), (), tuple(damaged))
+    catalog = owner.olympia
+    floor = catalog.oldest_version if floor is None else floor
+    now = time.time() * 1000
+    pins = tuple(p for p in read_pins(catalog.store.storage) if not p.lapsed(now))
+    lowest_pin = min((p.from_version for p in pins), default=None)
+    due = tuple(
+        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
+    )
+    pending = tuple(r for r in found if r not in due)
+    return PurgePlan(due, pending, tuple(damaged), pins)
+
+
 def run(owner: OlympiaCatalog) -> PurgeResult:
     """Delete the files of every purged table that no kept version reaches
-    any more; keep the other records for a later run.
+    any more (:func:`plan`); keep the other records for a later run.
 
     Raises:
         CorruptCatalogError: a pin record cannot be read (nothing is deleted).
     """
-    found, damaged = records(owner)
-    if not found:
-        return PurgeResult(0, 0, 0, tuple(damaged))
+    todo = plan(owner)
+    if not todo.due:
+        return PurgeResult(0, len(todo.pending), 0, todo.damaged)
     catalog = owner.olympia
-    floor = catalog.oldest_version
-    pins = read_pins(catalog.store.storage)
-    lowest_pin = min((p.from_version for p in pins), default=None)
-    due = [
-        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
-    ]
-    if not due:
-        return PurgeResult(0, len(found), 0, tuple(damaged))
-    kept = _kept_files(owner, [r.location for r in due], _kept_versions(owner, pins))
+    kept = _kept_files(owner, [r.location for r in todo.due], _kept_versions(owner, todo.pins))
     deleted = 0
-    for rec in due:
+    for rec in todo.due:
         deleted += _delete_files_of(owner, rec, kept)
         catalog.store.storage.delete(rec.path)
-    return PurgeResult(len(due), len(found) - len(due), deleted, tuple(damaged))
+    return PurgeResult(len(todo.due), len(todo.pending), deleted, todo.damaged)
 
 
-def _kept_versions(owner: OlympiaCatalog, pins: Iterable[object]) -> list[int]:
+def _kept_versions(owner: OlympiaCatalog, pins: Iterable[Pin]) -> list[int]:
     catalog = owner.olympia
     versions = set(range(catalog.oldest_version, catalog.version + 1))
     for pin in pins:
-        versions.update(pin.versions())  # type: ignore[attr-defined]
+        versions.update(pin.versions())
     return sorted(versions)
 
 
