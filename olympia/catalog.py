@@ -241,18 +241,28 @@ class Catalog:
 
     # --- maintenance ----------------------------------------------------------------
 
-    def rollback_to(self, version: int) -> int:
+    def rollback_to(
+        self,
+        version: int,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
         """Publish a new version equal to ``version``; return the new version number.
 
         The new version records ``version`` as its rollback target
-        (``VersionInfo.rollback_to`` in :meth:`history`).
+        (``VersionInfo.rollback_to`` in :meth:`history`), and the commit
+        metadata given, as a transaction's (:meth:`begin`; same bounds).
 
         Raises:
             VersionNotFoundError: ``version`` does not exist or was expired.
-            InvalidArgumentError: ``version`` is not an integer in [0, 2**63).
+            InvalidArgumentError: ``version`` is not an integer in [0, 2**63),
+                or bad commit metadata.
         """
         validate.require_version("version", version)
-        return maintenance.rollback_to(self._store, version)
+        info = CommitInfo.checked(message, author, properties)
+        return maintenance.rollback_to(self._store, version, commit_info=info)
 
     def export_snapshot(
         self,

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from olympia import layout, tree
-from olympia.codec import decode_node
+from olympia.codec import CommitInfo, decode_node
 from olympia.definition import commit_time_limit_millis, expire_retention, key_codec
 from olympia.errors import (
     CatalogAlreadyExistsError,
@@ -234,8 +234,14 @@ def _search_as_of(store: CatalogStore, low: int, target: float, when: datetime) 
     return low
 
 
-def rollback_to(store: CatalogStore, version: int, max_attempts: int = 64) -> int:
-    """Publish a new version whose tree is ``version``'s; return the new version.
+def rollback_to(
+    store: CatalogStore,
+    version: int,
+    max_attempts: int = 64,
+    commit_info: CommitInfo | None = None,
+) -> int:
+    """Publish a new version whose tree is ``version``'s, with ``commit_info``
+    (spec/format.md §3.7); return the new version.
 
     ``version`` is pinned while the rollback runs (spec/transactions.md §8.1).
 
@@ -263,6 +269,7 @@ def rollback_to(store: CatalogStore, version: int, max_attempts: int = 64) -> in
                     rollback_from_root=latest.path,
                     begin_version=latest.version,
                     rollback_to_version=version,
+                    commit_info=commit_info,
                 ).version
             except CommitConflictError as exc:
                 if exc.rule != "version-taken":

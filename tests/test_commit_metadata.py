@@ -6,6 +6,7 @@ every surface that commits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,6 +64,37 @@ def test_rollback_records_the_version_it_restored(tmp_path: Path) -> None:
     # a rollback to the rollback: the target is the version named, not the latest
     cat.rollback_to(2)
     assert (cat.history(since=5)[0].rollback_to, cat.history(since=5)[0].rollback_from) == (2, 4)
+
+
+def test_a_rollback_stores_its_commit_metadata(tmp_path: Path) -> None:
+    cat = _catalog(tmp_path)
+    for ns in ("a", "b"):
+        with cat.transaction() as txn:
+            txn.create_namespace(ns)
+    new = cat.rollback_to(1, message="undo the bad load", author="ops", properties={"ticket": "7"})
+    (info,) = cat.history(since=new)
+    assert (info.rollback_to, info.message, info.author) == (1, "undo the bad load", "ops")
+    assert dict(info.properties) == {"ticket": "7"}
+    again = olympia.load_catalog(str(tmp_path / "cat")).history(since=new)[0]
+    assert (again.message, again.author) == ("undo the bad load", "ops")
+    # bad metadata: refused before anything is written
+    with pytest.raises(InvalidArgumentError, match="message"):
+        cat.rollback_to(1, message="x" * (64 * 1024 + 1))
+    with pytest.raises(InvalidArgumentTypeError, match="author"):
+        cat.rollback_to(1, author=3)  # type: ignore[arg-type]
+    assert cat.version == new
+    # the CLI's rollback takes them too
+    done = subprocess.run(
+        [sys.executable, "-m", "olympia.cli", "rollback", "2", "-w", str(tmp_path / "cat")]
+        + ["-m", "back again", "--author", "cli", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"rolled_back_to": 2, "version": new + 1}
+    last = cat.history(since=new + 1)[0]
+    assert (last.rollback_to, last.message, last.author) == (2, "back again", "cli")
 
 
 def test_a_rollback_root_written_before_the_target_existed_reads_with_none(

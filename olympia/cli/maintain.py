@@ -72,7 +72,7 @@ def _duration(millis: int) -> str:
 
 def cmd_rollback(args: argparse.Namespace, out: Out) -> int:
     cat = _open(args)
-    new = cat.rollback_to(args.to)
+    new = cat.rollback_to(args.to, message=args.message, author=args.author)
     out.emit(
         {"rolled_back_to": args.to, "version": new},
         lambda: out.console.print(f"version {new} now holds the catalog as of version {args.to}"),
@@ -279,12 +279,14 @@ INIT = Command(
 
 def _rollback_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("to", type=_nonnegative, metavar="VERSION")
+    p.add_argument("-m", "--message", help="why: the commit message stored with the rollback")
+    p.add_argument("--author", help="who: stored with the rollback (default: none)")
 
 
 ROLLBACK = Command(
     "rollback",
     "Publish a new version equal to an older one (history is kept).",
-    ["olympia rollback 12"],
+    ["olympia rollback 12", 'olympia rollback 12 -m "undo the bad load" --author ops'],
     cmd_rollback,
     _rollback_arguments,
 )
