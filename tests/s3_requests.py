@@ -292,8 +292,8 @@ def _moto_main(
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
         os.environ.pop(var, None)
-    from moto.s3.responses import S3Response
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.s3.responses import S3Response
     from moto.server import ThreadedMotoServer
 
     # moto checks If-None-Match and stores in two unlocked steps; real S3's

@@ -157,6 +157,7 @@ def _rows() -> list[Row]:
     # Catalog
     add("Catalog", "at_version", {}, version=VERSION)
     add("Catalog", "rollback_to", {}, version=VERSION)
+    add("Catalog", "rollback_to", {"version": 0}, **COMMIT_INFO)
     add("Catalog", "diff", {"from_version": 0, "to_version": 0}, from_version=VERSION)
     add("Catalog", "diff", {"from_version": 0, "to_version": 0}, to_version=VERSION)
     add("Catalog", "as_of", {}, when=DATETIME)

@@ -85,8 +85,20 @@ def test_a_rollback_stores_its_commit_metadata(tmp_path: Path) -> None:
     assert cat.version == new
     # the CLI's rollback takes them too
     done = subprocess.run(
-        [sys.executable, "-m", "olympia.cli", "rollback", "2", "-w", str(tmp_path / "cat")]
-        + ["-m", "back again", "--author", "cli", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "olympia.cli",
+            "rollback",
+            "2",
+            "-w",
+            str(tmp_path / "cat"),
+            "-m",
+            "back again",
+            "--author",
+            "cli",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
