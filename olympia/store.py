@@ -973,8 +973,8 @@ class CatalogStore:
         def persist(node: Node) -> Node:
             if node.is_leaf:
                 return Node(0, node.keys, offload(node.values))
-            kids: list[ChildRef] = []
-            for child in node.children:
+            kids: list[ChildRef] = list(node.children)
+            for i, child in enumerate(kids):
                 if isinstance(child, Node):
                     stored = persist(child)
                     data = encode_node(NodeFile(stored, now), compression, format_version)
@@ -986,9 +986,7 @@ class CatalogStore:
                         path = layout.node_path(data)
                         emit(path, data)
                     written.append((path, stored))
-                    kids.append(path)
-                else:
-                    kids.append(child)
+                    kids[i] = path
             return Node(node.height, node.keys, (), tuple(kids))
 
         return persist(root), written

@@ -137,11 +137,31 @@ def _internal(height: int, children: Sequence[ChildRef | Node]) -> Node:
     return Node(height=height, keys=keys, children=tuple(children))
 
 
+#: Leaves cut from a long run hold at most 7/8 of an order at least this big.
+_ROOMY_ORDER = 16
+
+
+def _pieces(n: int, order: int, leaves: bool = False) -> int:
+    """How many nodes ``n`` sorted entries are cut into: one when they fit;
+    else the fewest nodes that hold them, except that ``leaves`` of an order
+    of at least :data:`_ROOMY_ORDER` get the fewest of at most 7/8 of the
+    order where that keeps every one at least :func:`min_fill` full (as when
+    a bulk load is cut up), so that the next insert into such a leaf does
+    not split it at once. Internal nodes are cut full: they grow only when a
+    leaf splits."""
+    if n <= order:
+        return 1
+    fewest = -(-n // order)
+    if not leaves or order < _ROOMY_ORDER:
+        return fewest
+    return max(fewest, min(-(-n // (order * 7 // 8)), n // min_fill(order)))
+
+
 def _split_even(items: Sequence[Node], order: int) -> list[list[Node]]:
     n = len(items)
     if n <= order:
         return [list(items)]
-    k = -(-n // order)
+    k = _pieces(n, order)
     base, extra = divmod(n, k)
     out: list[list[Node]] = []
     start = 0
@@ -159,7 +179,7 @@ def _chunks(
     n = len(keys)
     if n == 0:
         return []
-    k = 1 if n <= order else -(-n // order)
+    k = _pieces(n, order, leaves=node_height == 0)
     base, extra = divmod(n, k)
     out: list[Node] = []
     start = 0
@@ -173,9 +193,28 @@ def _chunks(
     return out
 
 
+#: A leaf takes at most this many changes one by one (a binary search and a
+#: list insert or delete each); more are merged in one pass over the leaf.
+_FEW_CHANGES = 8
+
+
 def _merge_leaf(node: Node, changes: Sequence[Change]) -> tuple[list[str], list[Value]]:
-    keys: list[str] = []
-    values: list[Value] = []
+    if len(changes) <= _FEW_CHANGES:
+        keys = list(node.keys)
+        values = list(node.values)
+        for key, value in changes:
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                if value is None:
+                    del keys[i], values[i]
+                else:
+                    values[i] = value
+            elif value is not None:
+                keys.insert(i, key)
+                values.insert(i, value)
+        return keys, values
+    keys = []
+    values = []
     old_k, old_v = node.keys, node.values
     i = j = 0
     n, c = len(old_k), len(changes)
@@ -215,21 +254,33 @@ def _apply(node: Node, changes: Sequence[Change], order: int, loader: Loader) ->
         return _chunks(0, keys, values, order)
 
     lo = min_fill(order)
+    pivots, kids = node.keys, node.children
+    n = len(pivots)
     entries: list[_Entry] = []
+    sound = True  # every entry so far is sound: nothing to rebalance
+    done = 0  # the children before this one are in ``entries`` already
     ci = 0
-    n = len(node.keys)
-    for i in range(n):
-        upper = node.keys[i + 1] if i + 1 < n else None
-        cj = ci
-        while cj < len(changes) and (upper is None or changes[cj][0] < upper):
-            cj += 1
-        if cj == ci:
-            entries.append((node.keys[i], node.children[i], True))
-            continue
-        for new in _apply(resolve(node.children[i], loader), changes[ci:cj], order, loader):
-            entries.append((new.keys[0], new, len(new) >= lo))
-        ci = cj
-    merged = _rebalance(entries, order, loader)
+    while ci < len(changes) and n:
+        # The child whose range holds the next change (the first child also
+        # takes keys below its pivot), and the changes that fall in it.
+        i = max(bisect_right(pivots, changes[ci][0]) - 1, 0)
+        cj = ci + 1
+        if i + 1 < n:
+            upper = pivots[i + 1]
+            while cj < len(changes) and changes[cj][0] < upper:
+                cj += 1
+        else:
+            cj = len(changes)
+        # Untouched children go in as they are, sound, without a step each.
+        entries.extend(zip(pivots[done:i], kids[done:i], itertools.repeat(True)))
+        for new in _apply(resolve(kids[i], loader), changes[ci:cj], order, loader):
+            full = len(new) >= lo
+            sound = sound and full
+            entries.append((new.keys[0], new, full))
+        done, ci = i + 1, cj
+    entries.extend(zip(pivots[done:], kids[done:], itertools.repeat(True)))
+    # With every entry sound, _rebalance would return them unchanged.
+    merged = entries if sound else _rebalance(entries, order, loader)
     return _chunks(node.height, [e[0] for e in merged], [e[1] for e in merged], order)
 
 

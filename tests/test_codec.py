@@ -17,6 +17,13 @@ from olympia.codec import (
     GroupEntry,
     NodeFile,
     RootInfo,
+    _all_node_paths,
+    _are_child_refs,
+    _are_node_paths,
+    _checksum,
+    _is_file_path,
+    _text_checksum,
+    _utf8,
     decode_node,
     encode_node,
 )
@@ -542,3 +549,62 @@ def test_children_of_a_format_2_node_are_node_files_or_inline_references(case):
             ),
             "node/n",
         )
+
+
+# --- the fast paths of encoding and decoding agree with the rules they shortcut ---
+
+_text_row = st.one_of(st.text(max_size=5), st.text("ab./=-\n", max_size=5))
+#: Columns as writers and readers hold them: nulls anywhere, or all leading
+#: (system rows of a text column) or all trailing (values of an internal node).
+_text_col = st.one_of(
+    st.lists(st.one_of(st.none(), _text_row), max_size=10),
+    st.tuples(st.integers(0, 4), st.lists(_text_row, max_size=6), st.integers(0, 4)).map(
+        lambda t: [None] * t[0] + t[1] + [None] * t[2]
+    ),
+)
+_bytes_col = st.one_of(
+    st.lists(st.one_of(st.none(), st.binary(max_size=5)), max_size=10),
+    st.tuples(st.integers(0, 4), st.lists(st.binary(max_size=5), max_size=6)).map(
+        lambda t: [None] * t[0] + t[1]
+    ),
+    st.tuples(st.lists(st.binary(max_size=5), max_size=6), st.integers(0, 4)).map(
+        lambda t: t[0] + [None] * t[1]
+    ),
+)
+
+
+@given(_text_col, _bytes_col, _text_col, _text_col)
+def test_checksum_over_text_rows_is_the_checksum_of_their_bytes(keys, values, defs, children):
+    """The checksum taken over rows of ``str`` without encoding them one by
+    one is the checksum of their UTF-8 bytes (format.md §3.1) whenever all
+    text is ASCII, and is not given otherwise."""
+    expected = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
+    ascii = all(v is None or v.isascii() for col in (keys, defs, children) for v in col)
+    assert _text_checksum(keys, values, defs, children) == (expected if ascii else None)
+
+
+_path_piece = st.sampled_from(
+    ["node/", "vn/", "node/a", "a.arrow", ".", "..", "/", "\n", "é", "=", "-", "_", "0", " "]
+)
+_child_refs = st.lists(
+    st.one_of(
+        st.lists(_path_piece, min_size=1, max_size=4).map("".join),
+        st.text("abc.=-_09", min_size=1, max_size=6).map(lambda s: "node/" + s),
+        st.builds(layout.inline_ref, st.integers(0, 2**63 - 1), st.integers(0, 10**9 - 1)),
+        st.builds(layout.inline_ref, st.integers(0, 9), st.integers(0, 3)).map(lambda r: r + "\n"),
+    ),
+    max_size=8,
+)
+
+
+@given(_child_refs)
+def test_children_are_checked_together_as_one_by_one(paths):
+    """The checks of a node's children that look at all of them at once
+    accept exactly what checking each against format.md §2 and §3.6 accepts."""
+    node_files = all(_is_file_path(p, "node/") for p in paths)
+    assert _are_node_paths(paths) == node_files
+    if _all_node_paths(paths):
+        assert node_files
+    assert _are_child_refs(paths) == all(
+        _is_file_path(p, "node/") or layout.parse_inline_ref(p) is not None for p in paths
+    )

@@ -185,3 +185,43 @@ def test_a_leaf_left_with_one_entry_beside_an_emptied_leaf_is_joined():
     root = files.persist(tree.apply(root, [(k[i], None) for i in (2, 3, 4)], 3, files.load))
     assert tree.check(root, 3, files.load) == 5
     assert [key for key, _ in tree.scan(root, "", files.load)] == [k[1], k[5], k[6], k[7], k[8]]
+
+
+@given(
+    st.lists(key_st, unique=True, max_size=40),
+    st.dictionaries(key_st, st.one_of(st.none(), st.binary(max_size=3)), max_size=12),
+)
+def test_a_few_changes_merge_into_a_leaf_like_many(base, batch):
+    """A leaf takes up to ``_FEW_CHANGES`` changes one by one and more in one
+    pass: both give the leaf a dict would hold."""
+    base = sorted(base)
+    leaf = Node(0, tuple(base), tuple(k.encode() for k in base))
+    everything = sorted(batch.items())
+    for changes in (everything[: tree._FEW_CHANGES], everything):
+        expected: dict[str, bytes] = dict(zip(leaf.keys, leaf.values, strict=True))
+        for k, v in changes:
+            if v is None:
+                expected.pop(k, None)
+            else:
+                expected[k] = v
+        keys, values = tree._merge_leaf(leaf, changes)
+        assert keys == sorted(expected)
+        assert values == [expected[k] for k in keys]
+
+
+@pytest.mark.parametrize("order", [16, 40, 128])
+def test_a_bulk_load_leaves_room_in_its_nodes(order):
+    """Leaves cut from a large batch hold at most 7/8 of the order (of 16 or
+    more), so that one more key in any leaf of a freshly loaded tree splits
+    nothing."""
+    files = FakeFiles()
+    n = 40 * order
+    root = files.persist(
+        tree.apply(EMPTY_LEAF, [(f"AAAC{i:06d}", b"v") for i in range(n)], order, files.load)
+    )
+    assert tree.check(root, order, files.load) == n
+    leaves, _ = tree._leaves(root, files.load, frozenset())
+    sizes = [len(files.load(leaf) if isinstance(leaf, str) else leaf) for leaf in leaves]
+    assert max(sizes) <= order * 7 // 8 and min(sizes) >= tree.min_fill(order)
+    grown = tree.apply(root, [("AAAC000000x", b"new")], order, files.load)
+    assert len(tree._leaves(grown, files.load, frozenset())[0]) == len(leaves)
