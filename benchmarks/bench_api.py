@@ -547,15 +547,8 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
                     o_update(handle, ns, name, gen)
                 elif not handle.update(ns, name, gen):
                     raise RuntimeError("CAS missed")
-            except olympia.CommitConflictError as exc:
-                rule = exc.rule or "unknown"
-                res.failures[rule] = res.failures.get(rule, 0) + 1
-                res.first_failure = res.first_failure or f"{type(exc).__name__}: {exc}"[:300]
-                continue
             except Exception as exc:
-                kind = type(exc).__name__
-                res.failures[kind] = res.failures.get(kind, 0) + 1
-                res.first_failure = res.first_failure or f"{kind}: {exc}"[:300]
+                harness.count_failure(res, exc)
                 continue
             res.commits += 1
             gen += 1

@@ -314,15 +314,8 @@ def run_writer(job: HostJob, w: int, start: Callable[[], None], res: Writer) -> 
                 txn = cat.begin()
                 txn.update_table(ns, "t", metadata_location=location(ns, "t", gen))
                 txn.commit()
-            except olympia.CommitConflictError as exc:
-                rule = exc.rule or "unknown"
-                res.failures[rule] = res.failures.get(rule, 0) + 1
-                res.first_failure = res.first_failure or f"{type(exc).__name__}: {exc}"[:300]
-                continue
             except Exception as exc:
-                kind = type(exc).__name__
-                res.failures[kind] = res.failures.get(kind, 0) + 1
-                res.first_failure = res.first_failure or f"{kind}: {exc}"[:300]
+                harness.count_failure(res, exc)
                 continue
             res.latencies.append(time.perf_counter() - t0)
             res.by_holder += bool(txn.published_by_holder)

@@ -150,14 +150,8 @@ def run_worker(job: Job, w: int, start: Callable[[], None], res: Worker) -> None
                 elif not _peer_once(handle, job.kind, w, gen):
                     res.failures["cas"] = res.failures.get("cas", 0) + 1
                     continue
-            except olympia.CommitConflictError as exc:
-                rule = exc.rule or "unknown"
-                res.failures[rule] = res.failures.get(rule, 0) + 1
-                continue
-            except Exception as exc:
-                kind = type(exc).__name__
-                res.failures[kind] = res.failures.get(kind, 0) + 1
-                res.first_failure = res.first_failure or f"{kind}: {exc}"[:300]
+            except Exception as exc:  # a conflict is what the hot part expects
+                harness.count_failure(res, exc, note_conflict=False)
                 continue
             res.commits += 1
             gen += 1

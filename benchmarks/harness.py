@@ -478,6 +478,30 @@ class TimedWorker(Protocol):
 W = TypeVar("W", bound=TimedWorker)
 
 
+class FailingWorker(Protocol):
+    """A :class:`TimedWorker` that also keeps its first failure's text."""
+
+    failures: dict[str, int]
+    first_failure: str
+
+
+def count_failure(res: FailingWorker, exc: BaseException, *, note_conflict: bool = True) -> None:
+    """Count a failed commit in ``res``: a ``CommitConflictError`` by its rule,
+    anything else by its type; keep the first failure's text (for a conflict
+    only with ``note_conflict``: where conflicts are the expected outcome)."""
+    from olympia import CommitConflictError
+
+    if isinstance(exc, CommitConflictError):
+        key = exc.rule or "unknown"
+        if not note_conflict:
+            res.failures[key] = res.failures.get(key, 0) + 1
+            return
+    else:
+        key = type(exc).__name__
+    res.failures[key] = res.failures.get(key, 0) + 1
+    res.first_failure = res.first_failure or f"{type(exc).__name__}: {exc}"[:300]
+
+
 @dataclass
 class TimedRun(Generic[W]):
     """``procs`` processes that committed for a fixed time: each one's count
