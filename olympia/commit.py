@@ -842,6 +842,12 @@ class _Leader:
                             outcome.published[-1].version,
                             len(link.transaction_ids),
                         )
+                    elif outcome.error is None:
+                        # Its version lost the race cleanly (nothing put): it
+                        # goes back, unanswered, for the next holder, which
+                        # checks it again on the winner's version, rather
+                        # than to its writer (§3.2 item 3).
+                        holder.give_back(txn_id)
                     elif i > done or not outcome.unknown:
                         holder.refuse(txn_id)
             return outcome, len(links)

@@ -282,6 +282,9 @@ class Member:
         if self.pending:
             with contextlib.suppress(OSError):
                 os.unlink(self._request)
+            # Claimed and not yet answered: its holder may not give it back.
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.folder, self.txn_id + _CLAIMED))
         self.pending = False
 
 
@@ -386,8 +389,7 @@ class Holder:
                     data = f.read()
             except OSError:
                 data = b""
-            with contextlib.suppress(OSError):
-                os.unlink(claimed)
+            # Kept until answered: :meth:`give_back` renames it back.
             request = decode(data)
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
 
@@ -438,7 +440,19 @@ class Holder:
         for txn_id in refusals or ():
             self._answer(txn_id, _REFUSED)
 
+    def give_back(self, txn_id: str) -> None:
+        """Put a claimed request back, unanswered, for the next holder (the
+        version it was to join lost its race cleanly, §3.2 item 3): its
+        writer keeps waiting. Nothing when its writer withdrew it meanwhile
+        (:meth:`Member.withdraw` removes the claimed file too), so a request
+        is never given back to a writer that went on without it."""
+        claimed = os.path.join(self.folder, txn_id + _CLAIMED)
+        with contextlib.suppress(OSError):
+            os.replace(claimed, os.path.join(self.folder, txn_id + _REQUEST))
+
     def _answer(self, txn_id: str, text: str) -> None:
         with contextlib.suppress(OSError):
             _write_atomically(os.path.join(self.folder, txn_id + _OUTCOME), text.encode("ascii"))
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.folder, txn_id + _CLAIMED))
         _ring(os.path.join(self.folder, txn_id + _WAKE))

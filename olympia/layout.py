@@ -143,6 +143,17 @@ def encode_counter(value: int) -> bytes:
     return str(value).encode("ascii")
 
 
+#: The width of the ``vn/latest`` hint: a fixed length lets local storage
+#: overwrite it in place (spec/format.md §2, §9 item 3).
+HINT_WIDTH = 20
+
+
+def encode_hint(value: int) -> bytes:
+    """Content of the ``vn/latest`` hint: the counter zero-padded to
+    :data:`HINT_WIDTH` digits."""
+    return str(value).zfill(HINT_WIDTH).encode("ascii")
+
+
 def decode_counter(data: bytes) -> int | None:
     """Parse a ``vn/latest`` or ``vn/oldest`` file; ``None`` when damaged.
 

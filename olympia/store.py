@@ -1416,7 +1416,7 @@ class CatalogStore:
 
     def _write_hint(self, version: int) -> None:
         with contextlib.suppress(StorageError):
-            self.storage.overwrite_hint(layout.LATEST_HINT, layout.encode_counter(version))
+            self.storage.overwrite_hint(layout.LATEST_HINT, layout.encode_hint(version))
 
     def _delete_quietly(self, paths: Iterable[str]) -> None:
         for p in paths:

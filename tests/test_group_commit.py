@@ -726,3 +726,84 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     refusals = [e for e in events if e.startswith("refused")]
     assert len(refusals) == 3 and events[3:] == refusals[1:]
     assert sorted(e.split()[1] for e in refusals) == sorted(t.txn.id for t in lost)
+
+
+def test_requests_of_a_version_that_lost_its_race_go_back_to_the_next_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer elsewhere takes the version the holder was putting: the
+    requests it claimed for that version are given back unanswered (never
+    refused: nothing conflicted), and the next holder publishes them; every
+    transaction is in exactly one version."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=3)
+    base = cat.version
+    elsewhere = olympia.load_catalog(uri)
+    taken: list[str] = []
+    events: list[str] = []
+    put_staged = LocalStorage.put_staged
+    give_back, refuse = group.Holder.give_back, group.Holder.refuse
+
+    def racing_put(self: LocalStorage, path: str, staged: Any, placed: Any = None) -> None:
+        if path.startswith("vn/") and not taken:
+            taken.append(path)
+            # Another host's writer wins this version first (this thread
+            # holds the publish lock, so that commit does not wait for it).
+            with elsewhere.begin() as txn:
+                txn.update_table("w2", "t", metadata_location="s3://data/w2/elsewhere.json")
+        put_staged(self, path, staged, placed)
+
+    def recording_give_back(self: group.Holder, txn_id: str) -> None:
+        events.append(f"given back {txn_id}")
+        give_back(self, txn_id)
+
+    def recording_refuse(self: group.Holder, txn_id: str) -> None:
+        events.append(f"refused {txn_id}")
+        refuse(self, txn_id)
+
+    monkeypatch.setattr(LocalStorage, "put_staged", racing_put)
+    monkeypatch.setattr(group.Holder, "give_back", recording_give_back)
+    monkeypatch.setattr(group.Holder, "refuse", recording_refuse)
+    txns = _updaters(uri, 2)
+    threads = _commit_while_held(cat, txns)
+    assert len(taken) == 1
+    assert all(isinstance(t.outcome, int) and t.outcome > base + 1 for t in threads)
+    (given,) = [e.split()[-1] for e in events if e.startswith("given back")]
+    assert given in {t.id for t in txns}
+    assert not [e for e in events if e.startswith("refused")]
+    assert _versions_of(cat, base + 1) == {
+        txns[0].id: 1,
+        txns[1].id: 1,
+        elsewhere.history(since=base + 1)[0].transactions[0].transaction_id: 1,
+    }
+    latest = cat.latest()
+    assert latest.describe_table("w0", "t").metadata_location == "s3://data/w0/v1.json"
+    assert latest.describe_table("w1", "t").metadata_location == "s3://data/w1/v1.json"
+    assert latest.describe_table("w2", "t").metadata_location == "s3://data/w2/elsewhere.json"
+    assert not _requests(_folder(cat))
+
+
+def test_a_claimed_request_goes_back_only_while_its_writer_waits(tmp_path: Path) -> None:
+    """``give_back`` puts a claimed request back byte for byte, unanswered;
+    once its writer withdrew it (it went on without the holder), it does not."""
+    cat = _catalog(str(tmp_path / "cat"))
+    folder = _folder(cat)
+    request = group.Request("t1", 1, 1, "snapshot", (), "base-id")
+    for withdrawn in (False, True):
+        member = group.Member(folder, "t1")
+        assert member.ask(request)
+        holder = group.Holder(folder)
+        ((txn_id, claimed),) = list(holder.claim("holder"))
+        assert txn_id == "t1" and claimed == request and not _requests(folder)
+        if withdrawn:
+            member.withdraw()
+        holder.give_back("t1")
+        if withdrawn:
+            assert not _requests(folder)
+            assert not os.path.exists(os.path.join(folder, "t1.claimed"))
+        else:
+            assert _requests(folder) == {"t1"}
+            assert Path(folder, "t1.req").read_bytes() == group.encode(request)
+            assert member.pending and member.answer() is None
+            member.withdraw()
+        member.close()

@@ -687,7 +687,7 @@ def test_local_hint_is_not_fsynced_but_counters_and_roots_are(
     root = tmp_path / "cat" / "vn"
     from olympia import layout
 
-    assert (root / "latest").read_bytes() == str(version).encode()
+    assert (root / "latest").read_bytes() == str(version).zfill(20).encode()
     assert os.stat(tmp_path / "cat" / layout.root_path(version)).st_ino in synced
     assert os.stat(root).st_ino in synced
     assert os.stat(root / "latest").st_ino not in synced
@@ -699,6 +699,54 @@ def test_local_hint_is_not_fsynced_but_counters_and_roots_are(
     assert os.stat(tmp_path / "s" / "vn" / "oldest").st_ino in synced
     assert os.stat(tmp_path / "s" / "vn" / "latest").st_ino not in synced
     assert storage.temporary_files() == []
+
+
+def test_local_hint_is_overwritten_in_place_never_through_another_name(
+    tmp_path: Path,
+) -> None:
+    """format.md §9 item 3: a 20-digit ``vn/latest`` of one link is written in
+    place (the same inode: no file freed per commit); a hint of another
+    length is replaced; a symbolic or hard link is replaced, never written
+    through to the file it names."""
+    import olympia
+    from olympia import layout
+
+    uri = tmp_path / "cat"
+    cat = olympia.create_catalog(str(uri))
+    hint = uri / "vn" / "latest"
+
+    def commit(name: str) -> int:
+        with cat.transaction() as t:
+            t.create_namespace(name)
+        cat.store.wait_for_background_writes()
+        return cat.version
+
+    version = commit("a")
+    assert hint.read_bytes() == b"%020d" % version
+    inode = os.stat(hint).st_ino
+    version = commit("b")
+    assert hint.read_bytes() == b"%020d" % version and os.stat(hint).st_ino == inode
+
+    hint.write_bytes(b"1")  # an earlier build's hint: another length
+    version = commit("c")
+    assert hint.read_bytes() == layout.encode_hint(version)
+
+    outside = tmp_path / "outside"
+    for link in (os.symlink, os.link):
+        outside.write_bytes(b"%020d" % 0)  # the length the hint has
+        hint.unlink()
+        link(outside, hint)
+        version = commit(f"d{link.__name__}")
+        assert outside.read_bytes() == b"%020d" % 0, link.__name__
+        assert not hint.is_symlink() and os.stat(hint).st_nlink == 1
+        assert hint.read_bytes() == layout.encode_hint(version)
+    assert cat.store.storage.temporary_files() == []
+    cat.close()
+    # Any 20 digits are a hint a reader finds the latest version from, ahead
+    # of the roots (a read that mixed two writes) or behind them.
+    for digits in (b"%020d" % (version + 90), b"%020d" % 1):
+        hint.write_bytes(digits)
+        assert olympia.load_catalog(str(uri)).version == version
 
 
 def test_local_staged_put(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ Contract (spec/format.md, "What the storage must guarantee"):
 * ``overwrite`` is used only for small counters and records; it needs no
   atomicity beyond never exposing a partial file to ``read``.
   ``overwrite_hint`` is the same for the ``vn/latest`` hint, which need not
-  survive a crash.
+  survive a crash and which a reader may see as a mix of two writes of the
+  same length.
 """
 
 from __future__ import annotations
@@ -237,8 +238,10 @@ class Storage(ABC):
     def overwrite_hint(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data``, where losing the write in
         a crash is harmless (the ``vn/latest`` hint, which readers probe
-        past): a backend may skip making it durable. It still never exposes
-        a partial file to ``read``."""
+        past): a backend may skip making it durable, and may overwrite a
+        file of the same length in place, so that ``read`` may return a mix
+        of the old and new bytes (callers write hints of one fixed length,
+        spec/format.md §9 item 3); it never exposes a shorter file."""
         self._overwrite_hint(check_path(path), bytes(data))
 
     def exists(self, path: str) -> bool:

@@ -15,7 +15,8 @@ Atomicity comes from the operating system, not from fsspec:
 * ``stage`` writes and fsyncs the temporary file of a ``put_staged`` ahead
   of time, so that a commit writes its root's data while its node files are
   still being written, and only the link waits for them.
-* ``overwrite_hint`` (the ``vn/latest`` hint) does the same without either
+* ``overwrite_hint`` (the ``vn/latest`` hint) writes over a hint of the
+  same length in place, and otherwise does as ``overwrite``, without either
   fsync: after a crash the hint may be old, empty or missing, which readers
   treat as a stale or missing hint (spec/format.md §2.2, §9).
 
@@ -265,6 +266,10 @@ class LocalStorage(Storage):
     def _overwrite_hint(self, path: str, data: bytes) -> None:
         # Two fsyncs would make durable a file that readers may find stale,
         # empty or missing anyway; after a crash they probe past it.
+        full = self._full(path)
+        with self._translating("overwrite", path):
+            if _write_in_place(full, data):
+                return
         self._overwrite(path, data, durable=False)
 
     def _exists(self, path: str) -> bool:
@@ -466,6 +471,37 @@ class _LocalStaged(Staged):
 def _unlink_quietly(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def _write_in_place(full: str, data: bytes) -> bool:
+    """Overwrite the existing file ``full`` with ``data`` in place, when it is
+    a regular file of one link and of the same length; whether it did.
+
+    No new file, rename or delete: on ext4 a temporary file renamed over the
+    hint at every commit freed an inode per commit, and allocating the next
+    file then skipped over every recently freed one (most of a commit's
+    kernel time after a few thousand commits), while the rename locked both
+    folders against the commit's own links. A reader may see a mix of the
+    old and new bytes; the hint is written at a fixed length, so that mix
+    is a counter too, and any counter is only a place to start probing
+    (spec/format.md §2.2, §9 item 3)."""
+    pwrite = getattr(os, "pwrite", None)
+    if pwrite is None:
+        return False
+    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(full, flags)
+    except OSError:  # missing, or a symbolic link: replaced instead
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size != len(data):
+            return False  # replaced, which never writes through another name
+        return bool(pwrite(fd, data, 0) == len(data))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: str) -> None:
