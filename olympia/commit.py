@@ -62,8 +62,8 @@ GROUP_COMMIT = True
 #: A group-commit request is published by the holder only when the versions
 #: it would have to examine above the request's base are at most this many.
 _GROUP_WINDOW = 64
-#: Rounds of requests one holder publishes before it lets the lock go: the
-#: writers it answered often leave their next transaction meanwhile.
+#: Versions one holder publishes in one turn, at most: further ones only
+#: while it paces the refusals of requests held back (§3.2 item 4).
 _GROUP_ROUNDS = 8
 #: How long a holder waits for requests it expects (seconds): before
 #: publishing, those of the writers published with it last time; between
@@ -710,17 +710,23 @@ class _Leader:
         self.held_back: list[str] = []
 
     def lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
-        """Holding the publish lock, after publishing ``last``: publish the
-        transactions other writers of this host left meanwhile, for at most
-        ``rounds`` more rounds (spec/transactions.md §3.2)."""
+        """Holding the publish lock, after publishing ``last``: while
+        requests are held back, refuse them one at a time, each after a
+        further version holding what the other writers of this host left
+        meanwhile, for at most ``rounds`` more rounds (spec/transactions.md
+        §3.2 item 4)."""
         answered = len(last.info.transaction_ids) - 1
         for _ in range(rounds):
-            if answered >= 2 or self.held_back or self.refused_one:
-                # Several writers just answered (or one just refused) are
-                # beginning their next transactions: they are worth a
-                # moment's wait. One alone is not: it meets this one's own
-                # next transaction in the next version instead.
-                holder.wait_for_requests(_GROUP_GATHER_SECONDS, answered if answered >= 2 else 1)
+            if not (self.held_back or self.refused_one):
+                # Nothing to pace: the writers answered are beginning their
+                # next transactions, and so is this one's, which a further
+                # round would keep out; they meet in the next version,
+                # whoever holds the lock then (§3.2 item 4).
+                return
+            # The writer just refused (and those answered with the last
+            # version, when several) are beginning their next transactions:
+            # worth a moment's wait.
+            holder.wait_for_requests(_GROUP_GATHER_SECONDS, answered if answered >= 2 else 1)
             if not holder.waiting():
                 return
             outcome, links = self.lead_round(holder, last)

@@ -807,3 +807,38 @@ def test_a_claimed_request_goes_back_only_while_its_writer_waits(tmp_path: Path)
             assert member.pending and member.answer() is None
             member.withdraw()
         member.close()
+
+
+def test_a_turn_with_nothing_held_back_ends_after_its_first_version(tmp_path: Path) -> None:
+    """§3.2 item 4: further versions of a turn only pace the refusals of
+    requests held back; with none, the holder leaves the waiting requests to
+    the next holder (its own next transaction meets them there)."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    folder = _folder(cat)
+    store = cat.store
+    last = store.load_root(cat.version)
+    waiting = _updaters(uri, 1)[0]
+    request = group.Request(
+        waiting.id,
+        last.version,
+        last.version,
+        "snapshot",
+        tuple(waiting.actions),
+        last.info.transaction_id,
+    )
+    member = group.Member(folder, waiting.id)
+    assert member.ask(request)
+    from olympia.definition import key_codec
+
+    leader = commit_module._Leader(store, key_codec(last.definition), "holder", lambda: iter(()))
+    holder = group.Holder(folder)
+    leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
+    assert _requests(folder) == {waiting.id} and cat.version == last.version
+    # With one held back (its refusal to pace), the next round publishes it.
+    leader.held_back.append("someone-refused")
+    leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
+    leader.refuse_all(holder)
+    assert member.answer() == last.version + 1
+    assert _versions_of(cat, last.version + 1) == {waiting.id: 1}
+    member.close()
