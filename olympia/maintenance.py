@@ -638,7 +638,7 @@ def _copy_export(
             _copy(store.storage, target, root.path)
         if low > 0:
             target.overwrite(layout.OLDEST_FLOOR, layout.encode_counter(low))
-        target.overwrite(layout.LATEST_HINT, layout.encode_counter(latest.version))
+        target.overwrite(layout.LATEST_HINT, layout.encode_hint(latest.version))
         return
     # Minimal: the begin versions of distributed transactions do not exist in
     # the target, so their objects are left out.

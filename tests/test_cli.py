@@ -463,3 +463,28 @@ def test_fsck_lists_a_damaged_root_under_damaged_with_exit_1(tmp_path: Path) -> 
     res = run("fsck", warehouse=uri)
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "DAMAGED" in res.stdout and latest.name in res.stdout and "2 damaged" in res.stdout
+
+
+def test_piped_output_never_breaks_a_line_or_reads_user_data_as_markup(tmp_path: Path) -> None:
+    """Piped, every message is one line however long (scripts read lines), and
+    a path or name with ``[...]`` in it is printed as it is, not as rich markup."""
+    deep = tmp_path / ("d" * 120) / "[bold]lake[/bold]" / ("e" * 120)
+    uri = str(deep)
+    res = run("init", warehouse=uri)
+    assert res.returncode == 0, res.stderr
+    (line,) = res.stdout.splitlines()
+    assert line.startswith(f"created an empty catalog at {uri} (version 0")
+    assert line.endswith("at least the newest 1)")
+    cat = olympia.load_catalog(uri)
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    cat.close()
+    res = run("fsck", warehouse=uri)
+    assert res.returncode == 0, res.stderr
+    (verdict,) = [x for x in res.stdout.splitlines() if x.strip()]
+    assert verdict.startswith("ok: versions 0..1, 2 kept") and verdict.endswith(
+        "awaiting expiration"
+    )
+    res = run("rollback", "0", warehouse=uri)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["version 2 now holds the catalog as of version 0"]

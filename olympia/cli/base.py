@@ -52,10 +52,13 @@ def _examples(*lines: str) -> str:
 class Out:
     def __init__(self, as_json: bool) -> None:
         self.json = as_json
-        self.console = Console(highlight=False)
-        if not self.console.is_terminal:  # piped: do not wrap tables at 80 columns
-            self.console = Console(highlight=False, width=200)
-        self.err = Console(stderr=True, highlight=False)
+        # Messages hold user data (paths, names): never read as rich markup.
+        self.console = Console(highlight=False, markup=False)
+        if not self.console.is_terminal:
+            # Piped: tables not cut at 80 columns, and no sentence broken
+            # across lines (scripts read them line by line).
+            self.console = Console(highlight=False, markup=False, width=200, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, markup=False)
 
     def emit(self, data: Any, render: Callable[[], None]) -> None:
         if self.json:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.text import Text
+
 import olympia
 from olympia.cli.base import (
     EXIT_OK,
@@ -206,13 +208,16 @@ def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
     }
 
     def render() -> None:
-        verdict = "[green]ok[/green]" if check.ok else "[red]DAMAGED[/red]"
+        verdict = ("ok", "green") if check.ok else ("DAMAGED", "red")
         out.console.print(
-            f"{verdict}: versions {check.oldest_version}..{check.latest_version}, "
-            f"{len(check.kept_versions)} kept, {check.checked_files} file(s) checked, "
-            f"{len(check.missing)} missing, {len(check.damaged)} damaged, "
-            f"{len(check.orphans)} orphan(s), "
-            f"{len(check.awaiting_expiration)} awaiting expiration"
+            Text.assemble(
+                verdict,
+                f": versions {check.oldest_version}..{check.latest_version}, "
+                f"{len(check.kept_versions)} kept, {check.checked_files} file(s) checked, "
+                f"{len(check.missing)} missing, {len(check.damaged)} damaged, "
+                f"{len(check.orphans)} orphan(s), "
+                f"{len(check.awaiting_expiration)} awaiting expiration",
+            )
         )
         rows = [["missing", p] for p in check.missing] + [["damaged", p] for p in check.damaged]
         rows += [["orphan", p] for p in check.orphans]
