@@ -1141,9 +1141,7 @@ class CatalogStore:
         result = Root(version, stored_root, info, definition, now)
         self._roots.put(path, result)
         self._note_seen(version)
-        # Only a hint, which readers probe past: written in the background so
-        # that it costs the commit nothing.
-        self._hint_write = self._executor().submit(self._write_hint, version)
+        self._move_hint(version)
         return result
 
     def publish_chain(
@@ -1207,17 +1205,13 @@ class CatalogStore:
             data = encode_node(NodeFile(stored, now, info), compression, format_version)
             prepared.append((Root(version, stored, info, definition, now), data, written))
         puts.seal()
-        stages = [self._executor().submit(self.storage.stage, data) for _, data, _ in prepared]
         outcome = ChainOutcome()
         staged: list[Staged] = []
-        for future in stages:
-            try:
-                st = future.result()
-            except StorageError as exc:
+        for st in self._stage_all([data for _, data, _ in prepared]):
+            if isinstance(st, StorageError):
                 # The chain ends before the first root that could not be staged.
-                outcome.error = outcome.error or exc
-                continue
-            if outcome.error is None:
+                outcome.error = outcome.error or st
+            elif outcome.error is None:
                 staged.append(st)
             else:
                 st.discard()
@@ -1253,10 +1247,18 @@ class CatalogStore:
         for link in links[: len(outcome.published)]:
             link.actions.written = link.actions.path
         if outcome.published:
-            self._hint_write = self._executor().submit(
-                self._write_hint, outcome.published[-1].version
-            )
+            self._move_hint(outcome.published[-1].version)
         return outcome
+
+    def _move_hint(self, version: int) -> None:
+        """Overwrite ``vn/latest`` with ``version``: only a hint, which readers
+        probe past, so on remote storage it is written in the background and
+        costs the commit nothing; where it is one write in place (local
+        storage), here, which costs less than handing it to a thread."""
+        if self.storage.cheap_hint:
+            self._write_hint(version)
+        else:
+            self._hint_write = self._executor().submit(self._write_hint, version)
 
     def _put_root(
         self,
@@ -1386,6 +1388,23 @@ class CatalogStore:
         if data is not None and self._roots.get(layout.root_path(version)) is None:
             with contextlib.suppress(CorruptCatalogError, VersionNotFoundError):
                 self._decode_root(version, data)
+
+    def _stage_all(self, roots: Sequence[bytes]) -> list[Staged | StorageError]:
+        """:meth:`Storage.stage` of each of ``roots``, side by side when there
+        are several (one alone is staged here: handing it to a thread and
+        waiting for it only adds two thread switches to the commit)."""
+        if len(roots) == 1:
+            try:
+                return [self.storage.stage(roots[0])]
+            except StorageError as exc:
+                return [exc]
+        results: list[Staged | StorageError] = []
+        for future in [self._executor().submit(self.storage.stage, data) for data in roots]:
+            try:
+                results.append(future.result())
+            except StorageError as exc:
+                results.append(exc)
+        return results
 
     def _stage_root(self, version: int, root_bytes: bytes, puts: PutGroup) -> Staged:
         try:

@@ -125,6 +125,9 @@ class Storage(ABC):
     #: with a round trip per request); the catalog then probes roots and
     #: fetches sibling nodes in parallel.
     parallel_reads: bool = False
+    #: Whether :meth:`overwrite_hint` is cheap enough to call on the commit's
+    #: own thread (a write in place) rather than in the background.
+    cheap_hint: bool = False
 
     def read(self, path: str) -> bytes:
         """Return the whole content of ``path``.

@@ -71,6 +71,8 @@ class LocalStorage(Storage):
     #: How long a commit waits for the publish lock before publishing
     #: without it (spec/transactions.md §3.1).
     publish_lock_wait: float = DEFAULT_WAIT_SECONDS
+    #: The hint is one write in place (:func:`_write_in_place`).
+    cheap_hint = True
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
