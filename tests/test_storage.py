@@ -740,6 +740,11 @@ def test_local_hint_is_overwritten_in_place_never_through_another_name(
         assert outside.read_bytes() == b"%020d" % 0, link.__name__
         assert not hint.is_symlink() and os.stat(hint).st_nlink == 1
         assert hint.read_bytes() == layout.encode_hint(version)
+    # A FIFO planted at the name: replaced, never opened in a way that waits.
+    hint.unlink()
+    os.mkfifo(hint)
+    version = commit("fifo")
+    assert hint.is_file() and hint.read_bytes() == layout.encode_hint(version)
     assert cat.store.storage.temporary_files() == []
     cat.close()
     # Any 20 digits are a hint a reader finds the latest version from, ahead

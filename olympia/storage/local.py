@@ -481,19 +481,22 @@ def _write_in_place(full: str, data: bytes) -> bool:
 
     No new file, rename or delete: on ext4 a temporary file renamed over the
     hint at every commit freed an inode per commit, and allocating the next
-    file then skipped over every recently freed one (most of a commit's
-    kernel time after a few thousand commits), while the rename locked both
-    folders against the commit's own links. A reader may see a mix of the
+    file then skipped over every recently freed one, while the rename
+    locked both folders against the commit's own links (together about
+    half of a writer's CPU in a profile, benchmarks/results/writers-2026-11-27.md). A reader may see a mix of the
     old and new bytes; the hint is written at a fixed length, so that mix
     is a counter too, and any counter is only a place to start probing
     (spec/format.md §2.2, §9 item 3)."""
     pwrite = getattr(os, "pwrite", None)
     if pwrite is None:
         return False
-    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # Never blocks or follows: a FIFO or device planted at the name (no
+    # reader: ENXIO) or a symbolic link is replaced instead.
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(full, flags)
-    except OSError:  # missing, or a symbolic link: replaced instead
+    except OSError:  # missing, a symbolic link, a FIFO nobody reads
         return False
     try:
         info = os.fstat(fd)
