@@ -483,10 +483,11 @@ def _write_in_place(full: str, data: bytes) -> bool:
     hint at every commit freed an inode per commit, and allocating the next
     file then skipped over every recently freed one, while the rename
     locked both folders against the commit's own links (together about
-    half of a writer's CPU in a profile, benchmarks/results/writers-2026-11-27.md). A reader may see a mix of the
-    old and new bytes; the hint is written at a fixed length, so that mix
-    is a counter too, and any counter is only a place to start probing
-    (spec/format.md §2.2, §9 item 3)."""
+    half of a writer's CPU in a profile: benchmarks/results/
+    writers-2026-11-27.md). A reader may see a mix of the old and new
+    bytes; the hint is written at a fixed length, so that mix is a counter
+    too, and any counter is only a place to start probing (spec/format.md
+    §2.2, §9 item 3)."""
     pwrite = getattr(os, "pwrite", None)
     if pwrite is None:
         return False
