@@ -597,12 +597,13 @@ def _group(
 
 
 def _check_inline_refs(
-    kids: Sequence[str],
+    inline: Sequence[str],
     root_version: int | None,
     path: str,
     bad: Callable[[str], CorruptCatalogError],
 ) -> None:
-    """Refuse an inline node reference to a version later than the one whose
+    """Refuse an inline node reference (``inline``: the node's, already
+    checked as references) to a version later than the one whose
     root this node is (``root_version``) or carries it (``path`` is then the
     node's own reference): a version's tree is built before any later version
     exists, so such a reference could only serve another version's data
@@ -618,8 +619,8 @@ def _check_inline_refs(
     # first: read backwards they compare as text the way the numbers do, so
     # only a reference that may be later is parsed.
     limit = format(carrier, "064b")
-    for c in kids:
-        if c.startswith("vn/") and c[66:2:-1] > limit:
+    for c in inline:
+        if c[66:2:-1] > limit:
             ref = parse_inline_ref(c)
             if ref is not None and ref[0] > carrier:
                 raise bad(
@@ -631,61 +632,55 @@ def _check_inline_refs(
 _FILE_NAME = re.compile(r"[A-Za-z0-9._=-]+")
 
 
-#: The bytes of a file name (format.md §2, :data:`_FILE_NAME`), and the line
-#: breaks between paths: what :func:`_all_node_paths` deletes.
-_NAME_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=-\n"
-
+_NAME_NO_DOT = r"[A-Za-z0-9_=-][A-Za-z0-9._=-]*"
 _INLINE_CHILD = r"vn/[01]{63}0/(?:0|[1-9][0-9]{0,8})"
-#: One or more inline node references (format.md §3.6), one per line.
-_INLINE_CHILDREN = re.compile(rf"(?:{_INLINE_CHILD}\n)*{_INLINE_CHILD}")
+#: Children joined with a line break before each: node file paths whose
+#: names do not start with "." (format.md §2), and inline node references
+#: (§3.6) where the format version allows them.
+_NODE_LINES = re.compile(rf"(?:\nnode/{_NAME_NO_DOT})+")
+_CHILD_LINES = re.compile(rf"(?:\n(?:node/{_NAME_NO_DOT}|{_INLINE_CHILD}))+")
 
 
-def _all_node_paths(paths: Sequence[str]) -> bool:
-    """Whether every one of ``paths`` is ``node/`` followed by a file name,
-    checked over all of them at once with byte counts (a few microseconds
-    for a node of 128 children). False also for a name starting with ".",
-    which is rare: the callers check those one by one."""
-    joined = "\n".join(paths)
-    if not joined.isascii() or "/." in joined:
-        return False
-    data = joined.encode("ascii")
+def _child_lines(paths: Sequence[str], inline_allowed: bool) -> list[str] | None:
+    """The inline node references among ``paths`` when every one of them is
+    ``node/`` followed by a file name that does not start with "." or (with
+    ``inline_allowed``) an inline node reference; None otherwise, also when
+    a name starts with "." (rare: the caller then checks one by one).
+
+    One regular expression over all paths joined (a node has up to a few
+    hundred children) rather than one match per path."""
     n = len(paths)
-    # Each line starts with "node/" (every line break is followed by it) and
-    # holds no other "/", nothing but name bytes, and a name after it.
-    return (
-        data.startswith(b"node/")
-        and data.count(b"\n") == n - 1
-        and data.count(b"\nnode/") == n - 1
-        and data.translate(None, _NAME_BYTES) == b"/" * n
-        and b"/\n" not in data
-        and not data.endswith(b"/")
-    )
+    text = "\n" + "\n".join(paths)
+    if n == 0:
+        return []
+    lines = _CHILD_LINES if inline_allowed else _NODE_LINES
+    # A path holding a line break would make more lines than paths.
+    if lines.fullmatch(text) is None or text.count("\n") != n:
+        return None
+    if "\nvn/" not in text:
+        return []
+    return [p for p in paths if p.startswith("vn/")]
 
 
-def _are_child_refs(paths: Sequence[str]) -> bool:
-    """Whether every one of ``paths`` is a path in ``node/`` or an inline
-    node reference (format version 2)."""
-    inline = [p for p in paths if p.startswith("vn/")]
-    if not inline:
-        files_ok = _all_node_paths(paths)
-    else:
-        joined = "\n".join(inline)
-        files_ok = (
-            _INLINE_CHILDREN.fullmatch(joined) is not None
-            and joined.count("\n") == len(inline) - 1
-            and (
-                len(inline) == len(paths)
-                or _all_node_paths([p for p in paths if not p.startswith("vn/")])
-            )
-        )
-    if files_ok:
-        return True
-    return all(_is_file_path(p, "node/") or parse_inline_ref(p) is not None for p in paths)
-
-
-def _are_node_paths(paths: Sequence[str]) -> bool:
-    """Whether every one of ``paths`` passes ``_is_file_path(p, "node/")``."""
-    return _all_node_paths(paths) or all(_is_file_path(p, "node/") for p in paths)
+def _children_inline(
+    paths: Sequence[str], format_version: int, bad: Callable[[str], CorruptCatalogError]
+) -> list[str]:
+    """Check the children of an internal node (format.md §2, §3.6) and return
+    its inline node references; raise ``bad`` for any other child."""
+    inline = _child_lines(paths, format_version >= 2)
+    if inline is not None:
+        return inline
+    inline = []
+    for c in paths:
+        if _is_file_path(c, "node/"):
+            continue
+        if format_version >= 2 and parse_inline_ref(c) is not None:
+            inline.append(c)
+            continue
+        if format_version >= 2:
+            raise bad(f"child {c[:80]!r} is not a path in node/ or an inline node reference")
+        raise bad(f"child {c[:80]!r} is not a path in node/")
+    return inline
 
 
 def _is_file_path(path: str, folder: str) -> bool:
@@ -741,31 +736,109 @@ def _text_column(
         raise bad(f"column {name} holds bytes that are not UTF-8 ({exc.reason})") from None
 
 
-def _single_batch_rows(
-    table: pa.Table, bad: Callable[[str], CorruptCatalogError]
-) -> tuple[list[str | None], list[bytes | None], list[str | None], list[str | None]] | None:
-    """The rows of a one-batch table with text already decoded (the common
-    case: a node file), or None when a text column is not valid UTF-8 (the
-    caller then takes the slow path, which checks the checksum before it
-    decodes any text and so reports damage the same way).
+def _column_checksum(raw: pa.Array, crc: int) -> int | None:
+    """``crc`` continued over one column's part of the checksum (format.md
+    §3.1), read straight from the Arrow buffers of ``raw`` (the column
+    viewed as binary, already validated in full) with a few steps per run
+    of non-null rows rather than one per row. None on a big-endian machine
+    or for a column of many runs (the caller then takes the rows one by
+    one).
 
-    Decoding first is safe: valid UTF-8 decodes to exactly one string, which
-    encodes back to the same bytes, so the checksum the caller computes over
-    the strings covers the bytes of the file."""
-    columns: list[list[str | None] | list[bytes | None]] = []
-    for name in SCHEMA.names:
-        chunk = table.column(name).chunk(0)
+    The lengths of a run: its offsets read as one little-endian integer,
+    shifted by one row, subtracted. Validated offsets never decrease, so no
+    32-bit lane borrows from the next and each lane of the difference holds
+    one row's length. The bytes of a run: the slice between its first and
+    its last offset, which is what concatenating its rows gives."""
+    n = len(raw)
+    nulls = raw.null_count
+    if nulls == n:
+        return zlib.crc32(_MINUS_ONE * n, crc)
+    if _BIG_ENDIAN:
+        return None
+    validity, offset_buffer, data_buffer = raw.buffers()[:3]
+    runs: list[tuple[int, int]] = []
+    if not nulls:
+        runs.append((0, n))
+    else:
+        bits = (int.from_bytes(memoryview(validity), "little") >> raw.offset) & ((1 << n) - 1)
+        at = 0
+        while bits:
+            gap = (bits & -bits).bit_length() - 1  # null rows before the next run
+            bits >>= gap
+            at += gap
+            length = (~bits & (bits + 1)).bit_length() - 1  # the run's rows
+            runs.append((at, at + length))
+            bits >>= length
+            at += length
+            if len(runs) > _MAX_RUNS:
+                return None
+    offsets = memoryview(offset_buffer)[4 * raw.offset : 4 * (raw.offset + n + 1)]
+    lengths: list[bytes] = []
+    spans: list[tuple[int, int]] = []
+    done = 0
+    for first, end in runs:
+        lengths.append(_MINUS_ONE * (first - done))
+        starts = int.from_bytes(offsets[4 * first : 4 * end], "little")
+        ends = int.from_bytes(offsets[4 * first + 4 : 4 * end + 4], "little")
+        lengths.append((ends - starts).to_bytes(4 * (end - first), "little"))
+        spans.append((starts & 0xFFFFFFFF, ends >> (32 * (end - first - 1))))
+        done = end
+    lengths.append(_MINUS_ONE * (n - done))
+    crc = zlib.crc32(b"".join(lengths), crc)
+    data = memoryview(data_buffer)
+    for start, stop in spans:
+        crc = zlib.crc32(data[start:stop], crc)
+    return crc
+
+
+#: Runs of non-null rows a column may have for :func:`_column_checksum`
+#: (a root has up to three: system rows, pivot table, actions).
+_MAX_RUNS = 8
+
+
+def _single_batch_rows(
+    batch: pa.RecordBatch,
+    meta: Mapping[bytes, bytes],
+    checksum: bool,
+    bad: Callable[[str], CorruptCatalogError],
+) -> tuple[list[str | None], list[bytes | None], list[str | None], list[str | None]] | None:
+    """The rows of a file of one record batch (every node file a writer of
+    this format makes), text decoded, after checking the Arrow buffers and
+    (with ``checksum``) the checksum; None when the general path must decide
+    (a column with nulls in its middle, text that is not UTF-8), which
+    reaches the same verdict.
+
+    Decoding before the checksum is checked is safe: valid UTF-8 decodes to
+    one string, which encodes back to the same bytes, and text that does not
+    decode goes to the general path, which checks the checksum first."""
+    crc = 0
+    columns: list[list[Any]] = []
+    for i, name in enumerate(SCHEMA.names):
+        column = batch.column(i)
+        raw = column.view(pa.binary()) if column.type == _UTF8 else column
         try:
-            raw = chunk.view(pa.binary()) if chunk.type == pa.utf8() else chunk
             raw.validate(full=True)
         except (pa.ArrowException, ValueError, TypeError) as exc:
             raise bad(f"column {name} is malformed ({type(exc).__name__}: {exc})") from None
+        if checksum:
+            crc_or_none = _column_checksum(raw, crc)
+            if crc_or_none is None:
+                return None
+            crc = crc_or_none
+        if raw.null_count == len(raw):  # a column the node does not use
+            columns.append([None] * len(raw))
+            continue
         try:
-            columns.append(chunk.to_pylist())
+            columns.append(column.to_pylist())
         except UnicodeDecodeError:
             return None
+    if checksum and meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
+        raise bad("checksum mismatch")
     keys, values, defs, children = columns
-    return keys, values, defs, children  # type: ignore[return-value]
+    return keys, values, defs, children
+
+
+_UTF8 = pa.utf8()
 
 
 _Rows = tuple[int, list[str | None], list[bytes | None], list[str | None], list[str | None]]
@@ -784,10 +857,14 @@ def _read_rows(
     keys, values, defs, children)."""
     try:
         reader = pa.ipc.open_file(pa.BufferReader(data))
-        table = reader.read_all()
+        schema = reader.schema
+        if reader.num_record_batches == 1:
+            batch: pa.RecordBatch | None = reader.get_batch(0)
+        else:
+            batch, table = None, reader.read_all()
     except Exception as exc:  # pyarrow raises several unrelated types here
         raise bad(f"unreadable Arrow IPC file ({type(exc).__name__}: {exc})") from None
-    meta = table.schema.metadata or {}
+    meta = schema.metadata or {}
     if meta.get(META_MAGIC) != magic:
         raise bad(f"missing magic {magic.decode()}")
     try:
@@ -798,25 +875,20 @@ def _read_rows(
         known = " and ".join(map(str, versions))
         raise bad(f"format version {version} is not supported (this reader knows {known})")
     try:  # a damaged field name is not UTF-8, which pyarrow reports as UnicodeDecodeError
-        names = table.schema.names
-        types = table.schema.types
+        names = schema.names
+        types = schema.types
     except (UnicodeDecodeError, pa.ArrowException) as exc:
         raise bad(f"unreadable schema ({type(exc).__name__}: {exc})") from None
     if names != SCHEMA.names or types != SCHEMA.types:
         raise bad(f"unexpected schema {names}")
-    if table.num_rows and all(col.num_chunks == 1 for col in table.columns):
-        fast = _single_batch_rows(table, bad)
+    if batch is not None:
+        fast = _single_batch_rows(batch, meta, checksum, bad)
         if fast is not None:
             keys, values, defs, children = fast
-            if checksum:
-                crc = _text_checksum(keys, values, defs, children)
-                if crc is None:  # some text is not ASCII
-                    crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
-                if meta.get(META_CHECKSUM) != f"crc32:{crc:08x}".encode():
-                    raise bad("checksum mismatch")
             if None in keys:
                 raise bad("null key")
             return version, keys, values, defs, children
+        table = pa.Table.from_batches([batch])
     raw_keys, values, raw_defs, raw_children = (_raw_column(table, n, bad) for n in SCHEMA.names)
     if checksum:
         crc = _checksum([raw_keys, values, raw_defs, raw_children])
@@ -923,15 +995,10 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         ):
             raise bad("internal row must hold a child and nothing else")
         kids: list[str] = pivot_children  # type: ignore[assignment]
-        if not (_are_child_refs(kids) if version >= 2 else _are_node_paths(kids)):
-            for c in kids:
-                if not _is_file_path(c, "node/") and (version < 2 or parse_inline_ref(c) is None):
-                    raise bad(
-                        f"child {c[:80]!r} is not a path in node/ or an inline node reference"
-                    )
+        inline_refs = _children_inline(kids, version, bad)
         node = Node(height=height, keys=node_keys, children=tuple(kids))
-        if version >= 2:
-            _check_inline_refs(kids, ints.get(K_VERSION), path, bad)
+        if inline_refs:
+            _check_inline_refs(inline_refs, ints.get(K_VERSION), path, bad)
 
     root: RootInfo | None = None
     if is_root:

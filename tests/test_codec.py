@@ -17,10 +17,10 @@ from olympia.codec import (
     GroupEntry,
     NodeFile,
     RootInfo,
-    _all_node_paths,
-    _are_child_refs,
-    _are_node_paths,
     _checksum,
+    _child_lines,
+    _children_inline,
+    _column_checksum,
     _is_file_path,
     _text_checksum,
     _utf8,
@@ -583,6 +583,39 @@ def test_checksum_over_text_rows_is_the_checksum_of_their_bytes(keys, values, de
     assert _text_checksum(keys, values, defs, children) == (expected if ascii else None)
 
 
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=6)), max_size=40),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_checksum_from_arrow_buffers_is_the_checksum_of_the_rows(rows, cut, tail, padded):
+    """The checksum read from a column's Arrow buffers (no step per row) is
+    the checksum of its rows (format.md §3.1) for any column: nulls in runs
+    anywhere, an array that is a slice of a larger one (its offsets do not
+    start at 0), and null rows whose offsets span bytes (allowed by Arrow,
+    not part of the checksum)."""
+    whole = pa.array([b"x"] * cut + rows + [b"y"] * tail, pa.binary())
+    if padded:  # give every null row bytes: rebuild with the nulls' slots non-empty
+        filled = pa.array([b"zz" if r is None else r for r in whole.to_pylist()], pa.binary())
+        whole = pa.Array.from_buffers(
+            pa.binary(), len(whole), [whole.buffers()[0], *filled.buffers()[1:]], whole.null_count
+        )
+        whole.validate(full=True)
+    column = whole.slice(cut, len(rows))
+    expected = _checksum([column.to_pylist()])
+    got = _column_checksum(column, 0)
+    if got is None:  # only a column of many runs of rows is left to the rows
+        assert (
+            len(
+                [r for i, r in enumerate(rows) if r is not None and (i == 0 or rows[i - 1] is None)]
+            )
+            > 8
+        )
+    else:
+        assert got == expected
+
+
 _path_piece = st.sampled_from(
     ["node/", "vn/", "node/a", "a.arrow", ".", "..", "/", "\n", "é", "=", "-", "_", "0", " "]
 )
@@ -597,14 +630,24 @@ _child_refs = st.lists(
 )
 
 
-@given(_child_refs)
-def test_children_are_checked_together_as_one_by_one(paths):
+@given(_child_refs, st.sampled_from([1, 2]))
+def test_children_are_checked_together_as_one_by_one(paths, format_version):
     """The checks of a node's children that look at all of them at once
-    accept exactly what checking each against format.md §2 and §3.6 accepts."""
-    node_files = all(_is_file_path(p, "node/") for p in paths)
-    assert _are_node_paths(paths) == node_files
-    if _all_node_paths(paths):
-        assert node_files
-    assert _are_child_refs(paths) == all(
-        _is_file_path(p, "node/") or layout.parse_inline_ref(p) is not None for p in paths
-    )
+    accept exactly what checking each against format.md §2 and §3.6 accepts,
+    and find exactly the inline references among them."""
+
+    def one(p: str) -> bool:
+        inline_ok = format_version >= 2 and layout.parse_inline_ref(p) is not None
+        return _is_file_path(p, "node/") or inline_ok
+
+    inline = [p for p in paths if layout.parse_inline_ref(p) is not None]
+    together = _child_lines(paths, format_version >= 2)
+    if together is not None:  # the fast check never accepts what one by one refuses
+        assert all(map(one, paths)) and together == inline
+    if all(map(one, paths)):
+        assert _children_inline(paths, format_version, CorruptCatalogError) == inline
+        if not any(p.startswith("node/.") for p in paths):
+            assert together == inline  # and it takes every list without such names
+    else:
+        with pytest.raises(CorruptCatalogError, match="is not a path in node/"):
+            _children_inline(paths, format_version, CorruptCatalogError)
