@@ -361,59 +361,7 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
     return crc
 
 
-def _crc_lengths(col: Sequence[Any], nulls: int) -> tuple[array.array[int], Sequence[Any]]:
-    """The int32 lengths :func:`_checksum` covers (-1 for null) of a column
-    of ``nulls`` nulls, and its non-null rows. Nulls are usually all leading
-    (text columns: the system rows) or all trailing (values of an internal
-    node): those cases take no step per row in Python."""
-    n = len(col)
-    if not nulls:
-        return array.array("i", map(len, col)), col
-    if col[:nulls].count(None) == nulls:
-        rows = col[nulls:]
-        lengths = array.array("i", _MINUS_ONE * nulls)
-        lengths.extend(map(len, rows))
-        return lengths, rows
-    if col[n - nulls :].count(None) == nulls:
-        rows = col[: n - nulls]
-        lengths = array.array("i", map(len, rows))
-        lengths.frombytes(_MINUS_ONE * nulls)
-        return lengths, rows
-    lengths = array.array("i", [-1 if v is None else len(v) for v in col])
-    return lengths, [v for v in col if v is not None]
-
-
 _MINUS_ONE = (-1).to_bytes(4, sys.byteorder, signed=True)
-
-
-def _text_checksum(
-    keys: Sequence[str | None],
-    values: Sequence[bytes | None],
-    defs: Sequence[str | None],
-    children: Sequence[str | None],
-) -> int | None:
-    """:func:`_checksum` of the rows with text as ``str`` (a writer's rows, or
-    a reader's once decoded), without encoding row by row; None when some
-    text is not ASCII (then encode it and call :func:`_checksum`)."""
-    crc = 0
-    for col in (keys, values, defs, children):
-        nulls = col.count(None)
-        if nulls == len(col):  # a column a node does not use (no bytes follow)
-            crc = zlib.crc32(b"\xff\xff\xff\xff" * nulls, crc)
-            continue
-        lengths, rows = _crc_lengths(col, nulls)
-        if col is values:
-            data = b"".join(rows)
-        else:
-            text = "".join(rows)
-            if not text.isascii():  # a character may be several bytes
-                return None
-            data = text.encode("ascii")
-        if _BIG_ENDIAN:
-            lengths.byteswap()
-        crc = zlib.crc32(lengths, crc)
-        crc = zlib.crc32(data, crc)
-    return crc
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -532,13 +480,18 @@ def _write_file(
     compression: str | None,
     uncounted: int = 0,
 ) -> bytes:
-    crc = _text_checksum(keys, values, defs, children)
-    if crc is None:  # some text is not ASCII: encode it row by row
-        bkeys: list[bytes | None] = _utf8(keys)
-        crc = _checksum([bkeys, values, _utf8(defs), _utf8(children)])
-        key_array = pa.array(bkeys, pa.binary()).view(pa.utf8())
-    else:
-        key_array = pa.array(keys, pa.utf8())
+    arrays = [
+        pa.array(keys, pa.utf8()),
+        pa.array(values, pa.binary()),
+        pa.array(defs, pa.utf8()),
+        pa.array(children, pa.utf8()),
+    ]
+    crc: int | None = 0
+    for array_ in arrays:
+        raw = array_.view(pa.binary()) if array_.type == _UTF8 else array_
+        crc = None if crc is None else _column_checksum(raw, crc)
+    if crc is None:  # a column of many runs, or a big-endian machine
+        crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
     schema = SCHEMA.with_metadata(
         {
             META_MAGIC: magic,
@@ -546,12 +499,6 @@ def _write_file(
             META_CHECKSUM: f"crc32:{crc:08x}".encode(),
         }
     )
-    arrays = [
-        key_array,
-        pa.array(values, pa.binary()),
-        pa.array(defs, pa.utf8()),
-        pa.array(children, pa.utf8()),
-    ]
     if compression == "none" or _data_size(arrays) - uncounted < COMPRESSION_MIN_BYTES:
         compression = None
     sink = pa.BufferOutputStream()
