@@ -488,3 +488,15 @@ def test_piped_output_never_breaks_a_line_or_reads_user_data_as_markup(tmp_path:
     res = run("rollback", "0", warehouse=uri)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == ["version 2 now holds the catalog as of version 0"]
+
+
+def test_serve_refuses_an_allowed_location_no_file_io_can_write(tmp_path: Path) -> None:
+    """An --allowed-location of a scheme PyIceberg has no FileIO for is an
+    operator's mistake that would surface only as tables no one can write:
+    refused when the server starts, naming the location and the scheme."""
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    res = run("serve", "--port", "8197", "--allowed-location", "ftp://host/data", warehouse=uri)
+    assert res.returncode == 2
+    assert "ftp://host/data" in res.stderr and "'ftp'" in res.stderr
+    assert "Traceback" not in res.stderr and "Uvicorn running" not in res.stderr

@@ -379,3 +379,21 @@ def test_catalog_maintenance_leaves_table_files_alone(tmp_path: Path) -> None:
     )
     assert table_files(root) == files
     assert ids_of(cat.load_table("ns.t")) == [0, 1, 2]
+
+
+def test_a_location_of_a_scheme_without_file_io_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Without allowed locations the plugin takes any absolute location, but
+    not one whose scheme no FileIO can write (``ftp://``): refused at once,
+    naming the scheme, rather than a table left that no one can write."""
+    from olympia.iceberg.locations import LocationNotAllowedError
+
+    cat = olympia_catalog(str(tmp_path / "wh"))
+    cat.create_namespace("ns")
+    before = olympia.load_catalog(str(tmp_path / "wh")).latest().version
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    with pytest.raises(LocationNotAllowedError, match="scheme 'ftp'"):
+        cat.create_table(("ns", "t"), schema, location="ftp://host/data/t")
+    assert olympia.load_catalog(str(tmp_path / "wh")).latest().version == before
+    assert cat.list_tables("ns") == []

@@ -271,6 +271,7 @@ def test_locations_must_lie_under_the_warehouse_or_an_allowed_location(
         "",
         f"{served.warehouse}/../x",
         f"{served.warehouse}/vn",
+        f"ftp://host{served.warehouse}/t",  # a scheme no FileIO writes
     ):
         response = post(served, "namespaces/loc/tables", {**body, "location": location})
         assert response.status_code == 403, (location, response.text)

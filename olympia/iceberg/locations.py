@@ -8,7 +8,9 @@ that decides whether such a location is acceptable:
 
 * it must be absolute: a URI with a scheme (``s3://bucket/key``,
   ``file:///path``) or an absolute path; never empty, relative, or holding
-  a ``.`` or ``..`` segment;
+  a ``.`` or ``..`` segment; and its scheme one PyIceberg has a FileIO for
+  (a root of another scheme would let tables be created that no one can
+  write, so the operator hears it when the server starts);
 * with allowed roots (the REST server's warehouse and each
   ``--allowed-location``), it must lie under one of them, compared segment
   by segment after normalising the scheme (``s3a://`` and ``s3n://`` are
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from pyiceberg.exceptions import ForbiddenError
+from pyiceberg.io import SCHEMA_TO_FILE_IO
 
 from olympia.errors import OlympiaError
 
@@ -37,8 +40,8 @@ def normalize(location: str, what: str = "location") -> str:
     """``location`` in one canonical form (scheme://path, no trailing ``/``).
 
     Raises:
-        LocationNotAllowedError: it is empty, relative, or has a ``.`` or
-            ``..`` segment.
+        LocationNotAllowedError: it is empty, relative, has a ``.`` or
+            ``..`` segment, or a scheme without a FileIO.
     """
     if not isinstance(location, str) or not location.strip():
         raise LocationNotAllowedError(f"{what} is empty")
@@ -57,6 +60,12 @@ def normalize(location: str, what: str = "location") -> str:
                 f"file:///path) or an absolute path"
             )
     scheme = scheme.lower()
+    if scheme not in SCHEMA_TO_FILE_IO:
+        known = ", ".join(f"{k}://" for k in sorted(SCHEMA_TO_FILE_IO))
+        raise LocationNotAllowedError(
+            f"{what} {location!r} has the scheme {scheme!r}, for which no FileIO exists "
+            f"(known: {known})"
+        )
     if scheme in _S3_SCHEMES:
         scheme = "s3"
     if scheme == "file":
