@@ -947,6 +947,16 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         if inline_refs:
             _check_inline_refs(inline_refs, ints.get(K_VERSION), path, bad)
 
+    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF, K_COMMIT_INFO}
+    extra = {k: v for k, v in system.items() if k not in known}
+    inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
+    if inline:
+        if not is_root or version < 2:
+            raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
+        wanted = {f"{K_NODE_PREFIX}{i}" for i in range(len(inline))}
+        if inline.keys() != wanted:
+            raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
+        extra = {k: v for k, v in extra.items() if k not in inline}
     root: RootInfo | None = None
     if is_root:
         acts = slice(n_system + n_keys, len(keys))
@@ -960,6 +970,12 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             # Conflict checks examine the versions above it: one too high
             # would hide conflicts (spec/format.md §3.2, "What readers check").
             raise bad(f"{K_BEGIN_VERSION} {begin} is not below $version {ints[K_VERSION]}")
+        target = ints.get(K_ROLLBACK_TO_VERSION)
+        if target is not None:
+            if K_ROLLBACK_FROM_ROOT not in texts:
+                raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
+            if target >= ints[K_VERSION]:
+                raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
         root = RootInfo(
             version=ints[K_VERSION],
             catalog_def=system[K_CATALOG_DEF],
@@ -972,35 +988,17 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             serialized_before=_int_list(texts.get(K_SERIALIZED_BEFORE, ""), bad),
             action_file=action_file,
             action_file_count=n_actions if action_file is not None else 0,
+            rollback_to_version=target,
+            inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline))),
         )
         if K_GROUP in texts:
             if version < 2:
                 raise bad(f"{K_GROUP} in a format version {version} file")
             root = dataclasses.replace(root, group=_group(texts[K_GROUP], root, bad))
-        target = ints.get(K_ROLLBACK_TO_VERSION)
-        if target is not None:
-            if root.rollback_from_root is None:
-                raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
-            if target >= root.version:
-                raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
-            root = dataclasses.replace(root, rollback_to_version=target)
         if K_COMMIT_INFO in system:
             root = dataclasses.replace(
                 root, commit_infos=_commit_infos(system[K_COMMIT_INFO], root, bad)
             )
-    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF, K_COMMIT_INFO}
-    extra = {k: v for k, v in system.items() if k not in known}
-    inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
-    if inline:
-        if root is None or version < 2:
-            raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
-        wanted = {f"{K_NODE_PREFIX}{i}" for i in range(len(inline))}
-        if inline.keys() != wanted:
-            raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
-        root = dataclasses.replace(
-            root, inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline)))
-        )
-        extra = {k: v for k, v in extra.items() if k not in inline}
     return NodeFile(
         node=node,
         created_at_millis=ints[K_CREATED_AT],
