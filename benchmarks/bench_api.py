@@ -19,10 +19,12 @@ olympia / peer (< 1: olympia is faster). Five parts (``--only``):
    COMMIT), ``create`` the SQL of ``register_table`` (``namespace_exists``,
    INSERT, COMMIT), ``drop`` ``SqlCatalog.drop_table`` itself, ``rename`` the
    SQL of ``rename_table`` (``namespace_exists``, UPDATE, COMMIT). Neither
-   side reads or writes Iceberg metadata.json files. Olympia and peer calls
-   alternate so that other work on the machine slows both alike; 5 warm-up
-   calls of each kind are not counted. Also reported: our own p50 at the
-   largest size over our own p50 at the smallest.
+   side reads or writes Iceberg metadata.json files. Every size is built
+   first; then one process measures all of them, call by call in turn
+   (olympia and peer alternating within a size), so that other work on the
+   machine, or its CPU changing speed, slows every size and both sides
+   alike; 5 warm-up calls of each kind are not counted. Also reported: our
+   own p50 at the largest size over our own p50 at the smallest.
 2. ``cold describe`` (part of ``latency``, measured after the writes): a
    fresh ``load_catalog`` + ``latest().describe_table`` of a random table,
    against a fresh ``SqlCatalog`` (new engine) + the SELECT of ``load_table``.
@@ -267,27 +269,33 @@ def build_olympia(uri: str, n: int) -> dict[str, float]:
 build_peer = bench_txn.peer_bulk_insert
 
 
-def measure_ops(
-    uri: str, peer_folder: str | None, n: int, ops: int, cold: int, seed: int
-) -> dict[str, list[float]]:
-    """In a fresh process: one-call transactions of each kind, olympia and peer
-    alternating, each on tables no other call touched; then cold describes."""
-    rng = random.Random(seed)
-    per_kind = ops + WARMUP
-    distinct = min(n, 3 * per_kind)
-    ids = rng.sample(range(n), distinct)
-    chunk = distinct // 3
-    targets = {"update": ids[:chunk], "drop": ids[chunk : 2 * chunk], "rename": ids[2 * chunk :]}
-    out: dict[str, list[float]] = {}
-    cat = olympia.load_catalog(uri)
-    peer = ApiPeer(peer_folder) if peer_folder else None
+class _SizeOps:
+    """The calls of part 1 on the catalog of one size (and its peer): the
+    tables each kind touches, distinct across kinds and never touched twice."""
 
-    def call(who: str, kind: str, i: int) -> Callable[[], Any]:
+    def __init__(self, uri: str, peer_folder: str | None, n: int, ops: int, seed: int) -> None:
+        self.uri, self.peer_folder, self.n = uri, peer_folder, n
+        rng = random.Random(seed)
+        self.per_kind = ops + WARMUP
+        distinct = min(n, 3 * self.per_kind)
+        ids = rng.sample(range(n), distinct)
+        self.chunk = distinct // 3
+        c = self.chunk
+        self.targets = {"update": ids[:c], "drop": ids[c : 2 * c], "rename": ids[2 * c :]}
+        self.cat = olympia.load_catalog(uri)
+        self.peer = ApiPeer(peer_folder) if peer_folder else None
+        self.times: dict[str, list[float]] = {}
+
+    def count(self, kind: str) -> int:
+        return self.per_kind if kind == "create" else min(self.per_kind, self.chunk)
+
+    def call(self, who: str, kind: str, i: int) -> Callable[[], Any]:
         if kind == "create":
             ns, name = namespace_of(i), f"new_{i:08d}"
         else:
-            j = targets[kind][i % len(targets[kind])]
+            j = self.targets[kind][i % len(self.targets[kind])]
             ns, name = namespace_of(j), table_name(j)
+        cat, peer = self.cat, self.peer
         if who == "o":
             if kind == "update":
                 return lambda: o_update(cat, ns, name, 2 + i)
@@ -305,38 +313,66 @@ def measure_ops(
             return lambda: peer.drop(ns, name)
         return lambda: peer.rename(ns, name, f"{name}_r")
 
+    def cold(self, who: str, i: int) -> Callable[[], Any]:
+        """A cold describe of a table that still exists (never dropped or renamed)."""
+        keep = list(self.targets["update"]) or [0]
+        j = keep[i % len(keep)]
+        ns, name = namespace_of(j), table_name(j)
+        if who == "o":
+            return lambda: o_cold_describe(self.uri, ns, name)
+        folder = self.peer_folder
+        assert folder is not None
+        return lambda: peer_cold_describe(folder, ns, name)
+
+    def close(self) -> None:
+        self.cat.close()
+        if self.peer:
+            self.peer.close()
+
+
+def measure_ops(
+    catalogs: Sequence[tuple[int, str, str | None]], ops: int, cold: int, seed: int
+) -> list[dict[str, list[float]]]:
+    """In one fresh process, for the catalogs of every size (``(n, uri, peer
+    folder)``): one-call transactions of each kind, then cold describes,
+    interleaved call by call across sizes (in an order that turns each
+    round) and, within a size, olympia and peer alternating. So a change of
+    the machine's speed during the run slows every size and both sides
+    alike, and the ratios between sizes hold even when absolute figures
+    drift (this machine's CPU speed varies by half from minute to minute)."""
+    sizes = [_SizeOps(uri, peer_folder, n, ops, seed) for n, uri, peer_folder in catalogs]
+
+    def timed(s: _SizeOps, key: str, fn: Callable[[], Any], counted: bool) -> None:
+        t0 = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - t0
+        if counted:
+            s.times.setdefault(key, []).append(elapsed)
+
+    def turned(i: int) -> list[_SizeOps]:
+        k = i % len(sizes)
+        return sizes[k:] + sizes[:k]
+
     try:
         for kind in OPS:
-            count = per_kind if kind == "create" else min(per_kind, chunk)
-            for i in range(count):
-                whos = ["o", "p"] if peer else ["o"]
+            for i in range(max(s.count(kind) for s in sizes)):
+                for s in turned(i):
+                    if i >= s.count(kind):
+                        continue
+                    whos = ["o", "p"] if s.peer else ["o"]
+                    for who in whos if i % 2 == 0 else whos[::-1]:
+                        timed(s, f"{who}_{kind}", s.call(who, kind, i), i >= WARMUP)
+        for s in sizes:
+            s.cat.close()
+        for i in range(cold + 1):  # the first round warms up imports
+            for s in turned(i):
+                whos = ["o", "p"] if s.peer_folder else ["o"]
                 for who in whos if i % 2 == 0 else whos[::-1]:
-                    fn = call(who, kind, i)
-                    t0 = time.perf_counter()
-                    fn()
-                    elapsed = time.perf_counter() - t0
-                    if i >= WARMUP:
-                        out.setdefault(f"{who}_{kind}", []).append(elapsed)
-        cat.close()
-        # cold describes of tables that still exist (never dropped or renamed)
-        keep = list(targets["update"]) or [0]
-        for i in range(cold + 1):
-            j = keep[i % len(keep)]
-            ns, name = namespace_of(j), table_name(j)
-            whos = ["o", "p"] if peer_folder else ["o"]
-            for who in whos if i % 2 == 0 else whos[::-1]:
-                t0 = time.perf_counter()
-                if who == "o":
-                    o_cold_describe(uri, ns, name)
-                else:
-                    assert peer_folder is not None
-                    peer_cold_describe(peer_folder, ns, name)
-                if i > 0:  # the first one of each warms up imports
-                    out.setdefault(f"{who}_cold", []).append(time.perf_counter() - t0)
+                    timed(s, f"{who}_cold", s.cold(who, i), i > 0)
     finally:
-        if peer:
-            peer.close()
-    return out
+        for s in sizes:
+            s.close()
+    return [s.times for s in sizes]
 
 
 def _raise(msg: str) -> None:
@@ -354,7 +390,10 @@ class SizeResult:
 def part_latency(
     tmp: str, sizes: Sequence[int], ops: int, cold: int, seed: int, peer: bool
 ) -> list[SizeResult]:
+    """Build the catalogs of every size (each in a child process), then
+    measure them all in one child, interleaved (:func:`measure_ops`)."""
     results: list[SizeResult] = []
+    catalogs: list[tuple[int, str, str | None]] = []
     for n in sizes:
         folder = os.path.join(tmp, f"size-{n}")
         os.makedirs(folder)
@@ -368,18 +407,22 @@ def part_latency(
             peer_folder = os.path.join(folder, "peer")
             os.makedirs(peer_folder)
             res.peer_insert_s = harness.in_child(build_peer, peer_folder, n)
-        res.times = harness.in_child(measure_ops, uri, peer_folder, n, ops, cold, seed)
+        catalogs.append((n, uri, peer_folder))
+        results.append(res)
+    harness.log(f"latency: measuring {len(sizes)} sizes interleaved")
+    for res, times in zip(results, harness.in_child(measure_ops, catalogs, ops, cold, seed)):
+        res.times = times
         for kind in (*OPS, "cold"):
             o, p = (
                 harness.p50(res.times.get(f"o_{kind}", [])),
                 harness.p50(res.times.get(f"p_{kind}", [])),
             )
             harness.log(
-                f"  {kind:7s} olympia p50 {ms(o)} ms, peer p50 {ms(p)} ms, "
+                f"  N={res.n} {kind:7s} olympia p50 {ms(o)} ms, peer p50 {ms(p)} ms, "
                 f"ratio {harness.fmt_ratio(o, p)}"
             )
-        shutil.rmtree(folder, ignore_errors=True)
-        results.append(res)
+    for n in sizes:
+        shutil.rmtree(os.path.join(tmp, f"size-{n}"), ignore_errors=True)
     return results
 
 
