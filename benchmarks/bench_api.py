@@ -20,10 +20,11 @@ olympia / peer (< 1: olympia is faster). Five parts (``--only``):
    INSERT, COMMIT), ``drop`` ``SqlCatalog.drop_table`` itself, ``rename`` the
    SQL of ``rename_table`` (``namespace_exists``, UPDATE, COMMIT). Neither
    side reads or writes Iceberg metadata.json files. Every size is built
-   first; then one process measures all of them, call by call in turn
-   (olympia and peer alternating within a size), so that other work on the
-   machine, or its CPU changing speed, slows every size and both sides
-   alike; 5 warm-up calls of each kind are not counted. Also reported: our
+   first; then each size's catalog is opened in a process of its own, and
+   the calls run one at a time, in turn across the sizes (olympia and peer
+   alternating within a size), so that other work on the machine, or its
+   CPU changing speed, slows every size and both sides alike; 5 warm-up
+   calls of each kind are not counted. Also reported: our
    own p50 at the largest size over our own p50 at the smallest.
 2. ``cold describe`` (part of ``latency``, measured after the writes): a
    fresh ``load_catalog`` + ``latest().describe_table`` of a random table,
@@ -87,6 +88,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import multiprocessing as mp
 import os
 import random
 import shutil
@@ -330,49 +332,93 @@ class _SizeOps:
             self.peer.close()
 
 
+def _size_worker(conn: Any, uri: str, peer_folder: str | None, n: int, ops: int, seed: int) -> None:
+    """One size's process for :func:`measure_ops`: opens the catalog (and the
+    peer), then times each call the parent asks for, one at a time, until
+    asked for its times."""
+    s = _SizeOps(uri, peer_folder, n, ops, seed)
+    conn.send(("ready", s.count("create"), s.count("update")))
+    closed = False
+    try:
+        while True:
+            msg = conn.recv()
+            if msg[0] == "times":
+                conn.send(s.times)
+                return
+            _, who, kind, i, counted = msg
+            if kind == "cold" and not closed:
+                s.cat.close()  # cold describes open their own handles
+                closed = True
+            fn = s.cold(who, i) if kind == "cold" else s.call(who, kind, i)
+            t0 = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - t0
+            if counted:
+                s.times.setdefault(f"{who}_{kind}", []).append(elapsed)
+            conn.send("done")
+    finally:
+        s.close()
+
+
 def measure_ops(
     catalogs: Sequence[tuple[int, str, str | None]], ops: int, cold: int, seed: int
 ) -> list[dict[str, list[float]]]:
-    """In one fresh process, for the catalogs of every size (``(n, uri, peer
-    folder)``): one-call transactions of each kind, then cold describes,
-    interleaved call by call across sizes (in an order that turns each
-    round) and, within a size, olympia and peer alternating. So a change of
-    the machine's speed during the run slows every size and both sides
-    alike, and the ratios between sizes hold even when absolute figures
-    drift (this machine's CPU speed varies by half from minute to minute)."""
-    sizes = [_SizeOps(uri, peer_folder, n, ops, seed) for n, uri, peer_folder in catalogs]
-
-    def timed(s: _SizeOps, key: str, fn: Callable[[], Any], counted: bool) -> None:
-        t0 = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - t0
-        if counted:
-            s.times.setdefault(key, []).append(elapsed)
-
-    def turned(i: int) -> list[_SizeOps]:
-        k = i % len(sizes)
-        return sizes[k:] + sizes[:k]
-
+    """For the catalogs of every size (``(n, uri, peer folder)``), each in a
+    process of its own (its own caches and heap, as one user's process has):
+    one-call transactions of each kind, then cold describes, run one call at
+    a time across the processes in an order that turns each round, olympia
+    and peer alternating within a size. So a change of the machine's speed
+    during the run (this machine's CPU speed varies by half from minute to
+    minute) slows every size and both sides alike."""
+    ctx = mp.get_context("spawn")
+    workers = []
+    for n, uri, peer_folder in catalogs:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_size_worker, args=(child, uri, peer_folder, n, ops, seed))
+        proc.start()
+        workers.append((parent, proc, peer_folder is not None))
     try:
+        counts = {}
+        for k, (conn, _, _) in enumerate(workers):
+            _, creates, others = conn.recv()
+            counts[k] = {kind: creates if kind == "create" else others for kind in OPS}
+
+        def ask(k: int, who: str, kind: str, i: int, counted: bool) -> None:
+            conn = workers[k][0]
+            conn.send(("call", who, kind, i, counted))
+            if conn.recv() != "done":
+                raise RuntimeError(f"size {catalogs[k][0]}: unexpected reply")
+
+        shuffle = random.Random(seed)
+
+        def turned(i: int) -> list[int]:
+            order = list(range(len(workers)))
+            shuffle.shuffle(order)
+            return order
+
         for kind in OPS:
-            for i in range(max(s.count(kind) for s in sizes)):
-                for s in turned(i):
-                    if i >= s.count(kind):
+            for i in range(max(c[kind] for c in counts.values())):
+                for k in turned(i):
+                    if i >= counts[k][kind]:
                         continue
-                    whos = ["o", "p"] if s.peer else ["o"]
-                    for who in whos if i % 2 == 0 else whos[::-1]:
-                        timed(s, f"{who}_{kind}", s.call(who, kind, i), i >= WARMUP)
-        for s in sizes:
-            s.cat.close()
+                    whos = ["o", "p"] if workers[k][2] else ["o"]
+                    for who in whos if shuffle.random() < 0.5 else whos[::-1]:
+                        ask(k, who, kind, i, i >= WARMUP)
         for i in range(cold + 1):  # the first round warms up imports
-            for s in turned(i):
-                whos = ["o", "p"] if s.peer_folder else ["o"]
-                for who in whos if i % 2 == 0 else whos[::-1]:
-                    timed(s, f"{who}_cold", s.cold(who, i), i > 0)
+            for k in turned(i):
+                whos = ["o", "p"] if workers[k][2] else ["o"]
+                for who in whos if shuffle.random() < 0.5 else whos[::-1]:
+                    ask(k, who, "cold", i, i > 0)
+        results = []
+        for conn, _, _ in workers:
+            conn.send(("times",))
+            results.append(conn.recv())
+        return results
     finally:
-        for s in sizes:
-            s.close()
-    return [s.times for s in sizes]
+        for _, proc, _ in workers:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.kill()
 
 
 def _raise(msg: str) -> None:
@@ -391,7 +437,7 @@ def part_latency(
     tmp: str, sizes: Sequence[int], ops: int, cold: int, seed: int, peer: bool
 ) -> list[SizeResult]:
     """Build the catalogs of every size (each in a child process), then
-    measure them all in one child, interleaved (:func:`measure_ops`)."""
+    measure them all interleaved, a process per size (:func:`measure_ops`)."""
     results: list[SizeResult] = []
     catalogs: list[tuple[int, str, str | None]] = []
     for n in sizes:
@@ -410,7 +456,7 @@ def part_latency(
         catalogs.append((n, uri, peer_folder))
         results.append(res)
     harness.log(f"latency: measuring {len(sizes)} sizes interleaved")
-    for res, times in zip(results, harness.in_child(measure_ops, catalogs, ops, cold, seed)):
+    for res, times in zip(results, measure_ops(catalogs, ops, cold, seed)):
         res.times = times
         for kind in (*OPS, "cold"):
             o, p = (
