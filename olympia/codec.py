@@ -440,19 +440,24 @@ def encode_node(
 
     keys.extend(node.keys)
     if node.is_leaf:
-        for v in node.values:
-            if isinstance(v, DefRef):
-                values.append(None)
-                defs.append(v.path)
-            else:
-                values.append(v)
-                defs.append(None)
+        if DefRef not in set(map(type, node.values)):  # every value inline: no step per row
+            values.extend(node.values)  # type: ignore[arg-type]
+            defs.extend([None] * len(node.keys))
+        else:
+            for v in node.values:
+                if isinstance(v, DefRef):
+                    values.append(None)
+                    defs.append(v.path)
+                else:
+                    values.append(v)
+                    defs.append(None)
         children.extend([None] * len(node.keys))
     else:
-        for c in node.children:
-            if not isinstance(c, str):
-                raise ValueError("encode_node needs every child written first")
-            children.append(c)
+        if set(map(type, node.children)) - {str} and not all(
+            isinstance(c, str) for c in node.children
+        ):
+            raise ValueError("encode_node needs every child written first")
+        children.extend(node.children)  # type: ignore[arg-type]
         values.extend([None] * len(node.keys))
         defs.extend([None] * len(node.keys))
     if root is not None:
