@@ -21,8 +21,8 @@ olympia / peer (< 1: olympia is faster). Five parts (``--only``):
    SQL of ``rename_table`` (``namespace_exists``, UPDATE, COMMIT). Neither
    side reads or writes Iceberg metadata.json files. Every size is built
    first; then each size's catalog is opened in a process of its own, and
-   the calls run one at a time, in turn across the sizes (olympia and peer
-   alternating within a size), so that other work on the machine, or its
+   the calls run one at a time, in a shuffled order across the sizes
+   (olympia and peer in a random order within a size), so that other work on the machine, or its
    CPU changing speed, slows every size and both sides alike; 5 warm-up
    calls of each kind are not counted. Also reported: our
    own p50 at the largest size over our own p50 at the smallest.
@@ -366,8 +366,8 @@ def measure_ops(
     """For the catalogs of every size (``(n, uri, peer folder)``), each in a
     process of its own (its own caches and heap, as one user's process has):
     one-call transactions of each kind, then cold describes, run one call at
-    a time across the processes in an order that turns each round, olympia
-    and peer alternating within a size. So a change of the machine's speed
+    a time across the processes in an order shuffled each round, olympia
+    and peer in a random order within a size. So a change of the machine's speed
     during the run (this machine's CPU speed varies by half from minute to
     minute) slows every size and both sides alike."""
     ctx = mp.get_context("spawn")
@@ -391,21 +391,21 @@ def measure_ops(
 
         shuffle = random.Random(seed)
 
-        def turned(i: int) -> list[int]:
+        def shuffled() -> list[int]:
             order = list(range(len(workers)))
             shuffle.shuffle(order)
             return order
 
         for kind in OPS:
             for i in range(max(c[kind] for c in counts.values())):
-                for k in turned(i):
+                for k in shuffled():
                     if i >= counts[k][kind]:
                         continue
                     whos = ["o", "p"] if workers[k][2] else ["o"]
                     for who in whos if shuffle.random() < 0.5 else whos[::-1]:
                         ask(k, who, kind, i, i >= WARMUP)
         for i in range(cold + 1):  # the first round warms up imports
-            for k in turned(i):
+            for k in shuffled():
                 whos = ["o", "p"] if workers[k][2] else ["o"]
                 for who in whos if shuffle.random() < 0.5 else whos[::-1]:
                     ask(k, who, "cold", i, i > 0)
