@@ -493,8 +493,7 @@ def _write_file(
     ]
     crc: int | None = 0
     for array_ in arrays:
-        raw = array_.view(pa.binary()) if array_.type == _UTF8 else array_
-        crc = None if crc is None else _column_checksum(raw, crc)
+        crc = None if crc is None else _column_checksum(_as_binary(array_), crc)
     if crc is None:  # a column of many runs, or a big-endian machine
         crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
     schema = SCHEMA.with_metadata(
@@ -602,9 +601,9 @@ def _child_lines(paths: Sequence[str], inline_allowed: bool) -> list[str] | None
     One regular expression over all paths joined (a node has up to a few
     hundred children) rather than one match per path."""
     n = len(paths)
-    text = "\n" + "\n".join(paths)
     if n == 0:
         return []
+    text = "\n" + "\n".join(paths)
     lines = _CHILD_LINES if inline_allowed else _NODE_LINES
     # A path holding a line break would make more lines than paths.
     if lines.fullmatch(text) is None or text.count("\n") != n:
@@ -663,7 +662,7 @@ def _raw_column(
     rows: list[bytes | None] = []
     try:
         for chunk in table.column(name).chunks:
-            raw = chunk.view(pa.binary()) if chunk.type == pa.utf8() else chunk
+            raw = _as_binary(chunk)
             raw.validate(full=True)
             rows.extend(raw.to_pylist())
     except (pa.ArrowException, ValueError, TypeError) as exc:
@@ -767,7 +766,7 @@ def _single_batch_rows(
     columns: list[list[Any]] = []
     for i, name in enumerate(SCHEMA.names):
         column = batch.column(i)
-        raw = column.view(pa.binary()) if column.type == _UTF8 else column
+        raw = _as_binary(column)
         try:
             raw.validate(full=True)
         except (pa.ArrowException, ValueError, TypeError) as exc:
@@ -791,6 +790,12 @@ def _single_batch_rows(
 
 
 _UTF8 = pa.utf8()
+
+
+def _as_binary(array_: pa.Array) -> pa.Array:
+    """A text column viewed as binary (the same buffers): what the checksum
+    and the buffer checks read, before any byte is taken as UTF-8."""
+    return array_.view(pa.binary()) if array_.type == _UTF8 else array_
 
 
 _Rows = tuple[int, list[str | None], list[bytes | None], list[str | None], list[str | None]]
