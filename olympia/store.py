@@ -15,7 +15,9 @@ A crash or error before step 2 completes leaves only unreachable files.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
 import os
 import threading
 import time
@@ -263,8 +265,15 @@ class MissingFileError(CorruptCatalogError):
 #: How often a reader starts over when expiration moves the floor under it.
 _FLOOR_ROUNDS = 8
 
-#: Roots read in the first round of a probe from a known version (format.md §2.2).
+#: Roots read in the first round of a probe from a known version (format.md
+#: §2.2) by a store that has not probed yet, and after a lost race.
 _PROBE_WIDTH = 4
+#: The first round's width once the store has seen two versions: sized by the
+#: pace of new versions (:meth:`CatalogStore._probe_width`), within these.
+_PROBE_WIDTH_MIN = 3
+_PROBE_WIDTH_MAX = 32
+#: Sightings of new versions that the pace is taken over.
+_SIGHTINGS = 16
 #: Rounds of a probe from a known version before the full procedure takes over.
 _PROBE_ROUNDS = 3
 #: Readers of a bounded pool: roots of a probe, the children of a listing.
@@ -331,6 +340,11 @@ class CatalogStore:
         #: The newest version this store saw published (found or committed):
         #: where the next probe for the latest version starts (-1: none yet).
         self._seen = -1
+        #: (monotonic time, version): when this store last learnt of each of
+        #: the newest versions it saw, the pace at which the catalog gains
+        #: versions; the width of a probe's first round follows it
+        #: (:meth:`_probe_width`).
+        self._sightings: collections.deque[tuple[float, int]] = collections.deque(maxlen=_SIGHTINGS)
         #: ``(u, t)``: at this process's clock ``t`` (ms), read before the
         #: request that told it, version ``u`` was absent, or the floor was
         #: at or below ``u``: every version from ``u`` up may be put until
@@ -636,6 +650,7 @@ class CatalogStore:
     def _note_seen(self, version: int) -> None:
         if version > self._seen:
             self._seen = version
+            self._sight(version)
 
     def _note_free(self, version: int, clock: int) -> None:
         """Record that ``version`` was absent (or not below the floor) when
@@ -644,7 +659,7 @@ class CatalogStore:
         if known is None or clock >= known[1]:
             self._free_since = (version, clock)
 
-    def _probe_known(self) -> Root | None:
+    def _probe_known(self, read: int | None = None) -> Root | None:
         """The latest version, probed from the newest one this store saw (or,
         in a fresh store, from the hint), or None where only the full
         procedure of :meth:`latest_version` can answer (no catalog, a hint
@@ -653,19 +668,23 @@ class CatalogStore:
         This is format.md §2.2 step 4 with the probes of one round sent
         together: roots ``s, s+1, ..., s+w`` are read at once (``s`` only
         checked for existence when its root is cached), the first missing
-        one ends the run, and the floor is read afterwards.
+        one ends the run, and the floor is read afterwards. ``read``: a
+        version whose root this store read just now, to probe from without
+        asking for it again.
         """
-        start = self._seen
+        start = self._seen if read is None else read
         if start < 0:
             hint, floor = self._read_counters(layout.LATEST_HINT, layout.OLDEST_FLOOR)
             start = max(hint or 0, floor or 0)
-        width = _PROBE_WIDTH
+        width, read_before = self._probe_width(), read is not None
         for _ in range(_PROBE_ROUNDS):
             # What this store knew before the round: whether it may trust a
-            # start only checked for existence (below).
-            free, headed = self._free_since, self._holds_root(start)
+            # start only checked for existence (below). A later round starts
+            # at the last root the round before read: it is not asked again.
+            free = self._free_since
+            headed = not read_before and self._holds_root(start)
             clock = _now_millis()
-            found = self._probe_round(start, width)
+            found = self._probe_round(start, width, start_exists=read_before)
             if found is None:
                 return None
             last, complete = found
@@ -677,7 +696,7 @@ class CatalogStore:
                 # have read), so ``last``, read as a root, is the latest and
                 # not expired (spec/format.md §2.2-2.3). Version 1: the floor
                 # read now tells (expiration writes it before deleting roots).
-                held = self._roots.get(layout.root_path(last))
+                held = self._held_root(last)
                 marked = isinstance(held, Root) and int(held.definition.format_version) >= 2
                 if marked and headed and last == start and isinstance(held, Root):
                     # Only the existence of ``last`` was checked, and a marker
@@ -698,9 +717,48 @@ class CatalogStore:
                 # ``last`` is the latest: no version above it was published.
                 self._note_free(last + 1, clock)
                 self._note_seen(last)
+                self._sight(last)
                 return self.load_root(last)
-            start, width = last, width * 4
+            start, width, read_before = last, width * 4, True
         return None
+
+    def _held_root(self, version: int) -> Root | None:
+        """The root of ``version`` if this store holds it (decoding it if it
+        was only kept as bytes), else None; never a request."""
+        path = layout.root_path(version)
+        held = self._roots.get(path)
+        if isinstance(held, Root):
+            return held
+        raw = self._raw_roots.get(path)
+        return self._decode_root(version, raw) if isinstance(raw, bytes) else None
+
+    def _probe_width(self) -> int:
+        """How many roots above its start the first round of the next probe
+        reads (format.md §2.2): the versions the catalog is expected to have
+        gained since this store last knew its latest version (the pace of
+        its recent sightings times the time since), with a margin, at least
+        3 and at most 32. Each root asked for is a request on S3: a begin
+        right after a commit asks for four rather than five, and one after a
+        long wait on a busy catalog reads what it missed in one round rather
+        than three."""
+        seen = self._sightings
+        if len(seen) < 2:
+            return _PROBE_WIDTH
+        now = time.monotonic()
+        (first_at, first), (last_at, last) = seen[0], seen[-1]
+        expected = (last - first) / max(now - first_at, 1e-3) * (now - last_at)
+        width = math.ceil(expected + 2 * math.sqrt(expected)) + 1
+        return max(_PROBE_WIDTH_MIN, min(_PROBE_WIDTH_MAX, width))
+
+    def _sight(self, version: int) -> None:
+        """Record that ``version`` was the latest this store knew of, now."""
+        seen = self._sightings
+        now = time.monotonic()
+        if seen and seen[-1][1] >= version:
+            if seen[-1][1] == version:
+                seen[-1] = (now, version)
+            return
+        seen.append((now, version))
 
     def _probe_round(
         self,
@@ -802,9 +860,18 @@ class CatalogStore:
             # Losing read the winner's root (to tell it from our own write):
             # build on it at once rather than spend a round on probing.
             return self.load_root(taken)
-        found = self._probe_round(taken, _PROBE_WIDTH, start_exists=known)
+        width = max(_PROBE_WIDTH, self._probe_width())
+        found = self._probe_round(taken, width, start_exists=known)
         if found is not None and not found[1]:
             return self.load_root(found[0])
+        if found is not None:
+            # Every root asked for was there: probe on from the last one,
+            # just read, rather than ask for them all again.
+            last = found[0]
+            self._note_seen(last)
+            root = self._probe_known(last)
+            if root is not None:
+                return root
         return self.load_latest()
 
     def _race_reads(self, taken: int) -> tuple[int, bool] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -951,6 +952,9 @@ def test_a_failed_commit_leaves_the_catalog_usable(backend_of: Callable[[str], B
 # --- a lost race must not delete the winner's files ------------------------------------
 
 
+_real_monotonic = time.monotonic
+
+
 class _FrozenClock:
     """``time`` for olympia's naming code, stuck in one millisecond."""
 
@@ -959,6 +963,9 @@ class _FrozenClock:
 
     def time(self) -> float:
         return self._now
+
+    def monotonic(self) -> float:
+        return _real_monotonic()
 
 
 @pytest.mark.parametrize("backend", ["memory", "local"])

@@ -221,6 +221,11 @@ def test_s3_requests_of_expiration_and_fsck_do_not_grow_with_history(
     moto_server: MotoS3, monkeypatch
 ):
     t0 = int(time.time() * 1000)
+    # The first round of a probe for the latest version reads as many roots
+    # as the pace of new versions suggests (format.md §2.2), a matter of
+    # timing: held at one width here, so that the counts tell history alone.
+    monkeypatch.setattr(store_module, "_PROBE_WIDTH_MIN", store_module._PROBE_WIDTH)
+    monkeypatch.setattr(store_module, "_PROBE_WIDTH_MAX", store_module._PROBE_WIDTH)
     seen: dict[int, tuple[Counter[str], Counter[str], Counter[str]]] = {}
     for expired in (150, 2150):  # one page of vn/ against three
         uri, opts = moto_server.location(f"horizon-{expired}")

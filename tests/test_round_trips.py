@@ -192,3 +192,91 @@ def test_commit_and_lost_race_on_a_deep_tree(s3_location: StorageLocation) -> No
     assert latest.describe_table("ns", "t0702").metadata_location == "s3://data/t0702/v0.json"
     other.close()
     cat.close()
+
+
+def _begin_version(cat: olympia.Catalog) -> int:
+    txn = cat.begin()
+    try:
+        return txn.begin_version
+    finally:
+        txn.rollback()
+
+
+def test_a_probe_on_a_quiet_catalog_reads_few_roots_that_do_not_exist(
+    s3_location: StorageLocation,
+) -> None:
+    """Each root a probe asks for is a request (spec/format.md §2.2): once a
+    reader's probes found nothing new, the next asks for the start and three
+    roots above it, not five, and still finds up to two new versions in one
+    round."""
+    cat = _catalog_with_table(s3_location)
+    other = olympia.load_catalog(*s3_location)
+    with record_s3_requests() as log:
+        for _ in range(3):  # probes that find nothing new narrow the next one
+            assert cat.version == 1
+        version, m = log.measure(lambda: cat.version)
+        assert version == 1
+        roots = [r for r in m.waited if "/vn/" in r.key and not r.key.endswith("/vn/latest")]
+        assert len(roots) == 4, m.operations()
+        assert sum(r.status == 404 for r in roots) == 3, m.operations()
+        assert _update(other, "s3://data/t/v1.json") == 2
+        assert _update(other, "s3://data/t/v2.json") == 3
+        txn, m = log.measure(cat.begin)
+        assert txn.begin_version == 3
+        assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v2.json"
+        assert m.rounds <= BEGIN_ROUNDS, m.operations()
+        txn.rollback()
+    other.close()
+    cat.close()
+
+
+def test_a_reader_that_finds_many_new_versions_each_time_probes_in_one_round(
+    s3_location: StorageLocation,
+) -> None:
+    """A reader among busy writers: its probe widens to what its probes found,
+    so that ten new versions are read in one round rather than two; and a
+    probe of several rounds asks for no root twice."""
+    cat = _catalog_with_table(s3_location)
+    other = olympia.load_catalog(*s3_location)
+    expected = 1
+    with record_s3_requests() as log:
+        for turn in range(4):
+            for _ in range(10):
+                expected += 1
+                assert _update(other, f"s3://data/t/v{expected}.json") == expected
+            version, m = log.measure(lambda: _begin_version(cat))
+            assert version == expected
+            keys = [r.key for r in m.waited]
+            assert len(keys) == len(set(keys)), m.operations()
+            if turn >= 2:
+                assert m.rounds == 1, m.operations()
+    assert cat.latest().describe_table("ns", "t").metadata_location == (
+        f"s3://data/t/v{expected}.json"
+    )
+    other.close()
+    cat.close()
+
+
+def test_a_probe_after_a_lost_race_asks_for_no_root_twice(s3_location: StorageLocation) -> None:
+    """Below the public API: the base after losing the race for a version
+    (``load_after_lost_race``, what a writer that waited for its host's
+    publish lock also runs) when more versions followed than its first round
+    covers. The next round goes on from the last root read, which is not
+    asked for again, nor are the roots below it."""
+    cat = _catalog_with_table(s3_location)
+    other = olympia.load_catalog(*s3_location)
+    for i in range(2, 12):
+        assert _update(other, f"s3://data/t/v{i}.json") == i
+    store = cat.store
+    assert store.load_root(2).version == 2  # the winner's root, held by the loser
+    with record_s3_requests() as log:
+        root, m = log.measure(lambda: store.load_after_lost_race(2))
+    assert root.version == 11
+    keys = [r.key for r in m.waited]
+    assert len(keys) == len(set(keys)), m.operations()
+    assert not any(r.key.endswith("/vn/oldest") for r in m.waited), m.operations()
+    view = cat.latest()
+    assert view.version == 11
+    assert view.describe_table("ns", "t").metadata_location == "s3://data/t/v11.json"
+    other.close()
+    cat.close()
