@@ -217,6 +217,9 @@ def moto_counters(control: Any) -> None:
                     1000 * harness.percentile(answer, q) if answer else float("nan")
                     for q in (0.5, 0.9)
                 ]
+                reply["mix"] = dict(
+                    Counter(f"{m} {st}" for _, _, who, m, _, st in trace if who != SETUP_KEY)
+                )
                 control.send(reply)
 
 
@@ -355,6 +358,8 @@ class HostsRun:
     requests: dict[str, int] = field(default_factory=dict)
     #: p50 and p90 of the server's time from arrival to answer (ms), writers only
     answer_ms: tuple[float, float] = (float("nan"), float("nan"))
+    #: The writers' requests by method and status ("GET 404": n), from the trace
+    mix: dict[str, int] = field(default_factory=dict)
     cpu_busy: float = float("nan")
     moto_cpu: float = float("nan")
     wall: float = 0.0
@@ -501,6 +506,7 @@ def one_run(
         lost=counts["lost"],
         requests=counts["requests"],
         answer_ms=tuple(counts["answer_ms"]),
+        mix=counts.get("mix", {}),
         cpu_busy=(busy1 - busy0) / (total1 - total0) if total1 > total0 else float("nan"),
         moto_cpu=(moto1 - moto0) / wall if wall > 0 else float("nan"),
         wall=wall,
@@ -654,6 +660,13 @@ def report(runs: Sequence[HostsRun], seconds: float, latency: tuple[float, float
                 rows,
             ),
             "\nMeans per H: " + "; ".join(summary) + ".\n",
+            "#### The writers' S3 requests per commit, by method and answer\n",
+            "From the server's log of requests (the first "
+            f"{_TRACE_LIMIT:,} of a run). *GET 404*: a root asked for that did not exist yet (a "
+            "probe for the latest version); *GET 200*: a root or other file read; *PUT 412*: a "
+            "lost race.\n",
+            _mix_table(runs),
+            "",
             "#### Per host\n",
             harness.md_table(
                 [
@@ -670,6 +683,22 @@ def report(runs: Sequence[HostsRun], seconds: float, latency: tuple[float, float
             "",
         ]
     )
+
+
+def _mix_table(runs: Sequence[HostsRun]) -> str:
+    kinds = sorted({k for r in runs for k in r.mix}, key=lambda k: (k.split()[0], k))
+    rows = []
+    for r in runs:
+        logged = sum(r.mix.values())
+        commits: float = r.run.commits
+        if logged >= _TRACE_LIMIT:  # the log stopped: its share of the run's commits
+            commits *= logged / max(1, sum(r.requests.values()))
+        rows.append(
+            [r.label]
+            + [f"{r.mix.get(k, 0) / commits:.1f}" if commits else "-" for k in kinds]
+            + [f"{logged / commits:.1f}" if commits else "-"]
+        )
+    return harness.md_table(["run", *kinds, "all"], rows)
 
 
 def target_check(runs: Sequence[HostsRun]) -> list[str]:

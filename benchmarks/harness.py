@@ -516,6 +516,8 @@ class TimedRun(Generic[W]):
     problems: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     kind: str = ""
+    #: The round of an interleaved part that the run belongs to (0: none).
+    round: int = 0
 
     @property
     def counts(self) -> list[int]:
