@@ -740,7 +740,7 @@ class CatalogStore:
         3 and at most 32. Each root asked for is a request on S3: a begin
         right after a commit asks for four rather than five, and one after a
         long wait on a busy catalog reads what it missed in one round rather
-        than three."""
+        than two or three (widths 4, 16 and 64)."""
         seen = self._sightings
         if len(seen) < 2:
             return _PROBE_WIDTH

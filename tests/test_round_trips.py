@@ -14,7 +14,7 @@ so that a cheaper but wrong answer fails.
 from __future__ import annotations
 
 from conftest import StorageLocation
-from s3_requests import record_s3_requests
+from s3_requests import S3RequestLog, record_s3_requests
 
 import olympia
 
@@ -40,6 +40,19 @@ def _update(cat: olympia.Catalog, location: str) -> int:
     return txn.commit()
 
 
+def _two_versions_then_a_begin_in_one_round(
+    cat: olympia.Catalog, other: olympia.Catalog, log: S3RequestLog
+) -> None:
+    """``other`` commits versions 2 and 3; ``cat`` then begins at 3 in one round."""
+    assert _update(other, "s3://data/t/v1.json") == 2
+    assert _update(other, "s3://data/t/v2.json") == 3
+    txn, m = log.measure(cat.begin)
+    assert txn.begin_version == 3
+    assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v2.json"
+    assert m.rounds <= BEGIN_ROUNDS, m.operations()
+    txn.rollback()
+
+
 def test_begin_and_version_take_one_round_once_the_catalog_was_seen(
     s3_location: StorageLocation,
 ) -> None:
@@ -51,13 +64,7 @@ def test_begin_and_version_take_one_round_once_the_catalog_was_seen(
         assert version == 1
         assert m.rounds <= BEGIN_ROUNDS, m.operations()
         # another process committed two versions meanwhile
-        assert _update(other, "s3://data/t/v1.json") == 2
-        assert _update(other, "s3://data/t/v2.json") == 3
-        txn, m = log.measure(cat.begin)
-        assert txn.begin_version == 3
-        assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v2.json"
-        assert m.rounds <= BEGIN_ROUNDS, m.operations()
-        txn.rollback()
+        _two_versions_then_a_begin_in_one_round(cat, other, log)
         version, m = log.measure(lambda: cat.version)
         assert version == 3
         assert m.rounds <= BEGIN_ROUNDS, m.operations()
@@ -219,13 +226,7 @@ def test_a_probe_on_a_quiet_catalog_reads_few_roots_that_do_not_exist(
         roots = [r for r in m.waited if "/vn/" in r.key and not r.key.endswith("/vn/latest")]
         assert len(roots) == 4, m.operations()
         assert sum(r.status == 404 for r in roots) == 3, m.operations()
-        assert _update(other, "s3://data/t/v1.json") == 2
-        assert _update(other, "s3://data/t/v2.json") == 3
-        txn, m = log.measure(cat.begin)
-        assert txn.begin_version == 3
-        assert txn.describe_table("ns", "t").metadata_location == "s3://data/t/v2.json"
-        assert m.rounds <= BEGIN_ROUNDS, m.operations()
-        txn.rollback()
+        _two_versions_then_a_begin_in_one_round(cat, other, log)
     other.close()
     cat.close()
 
