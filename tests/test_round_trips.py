@@ -13,10 +13,14 @@ so that a cheaper but wrong answer fails.
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from conftest import StorageLocation
 from s3_requests import S3RequestLog, record_s3_requests
 
 import olympia
+from olympia import store as store_module
 
 BEGIN_ROUNDS = 1
 LOAD_ROUNDS = 2
@@ -209,8 +213,30 @@ def _begin_version(cat: olympia.Catalog) -> int:
         txn.rollback()
 
 
+class _Clock:
+    """``time`` for olympia.store: the wall clock, and a monotonic clock that
+    moves only when the test says (the pace of new versions, which sizes a
+    probe, spec/format.md §2.2, is then the test's and not the machine's)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(store_module, "time", fake)
+    return fake
+
+
 def test_a_probe_on_a_quiet_catalog_reads_few_roots_that_do_not_exist(
-    s3_location: StorageLocation,
+    s3_location: StorageLocation, clock: _Clock
 ) -> None:
     """Each root a probe asks for is a request (spec/format.md §2.2): once a
     reader's probes found nothing new, the next asks for the start and three
@@ -218,9 +244,11 @@ def test_a_probe_on_a_quiet_catalog_reads_few_roots_that_do_not_exist(
     round."""
     cat = _catalog_with_table(s3_location)
     other = olympia.load_catalog(*s3_location)
+    clock.now += 60  # a minute since the catalog's two versions
     with record_s3_requests() as log:
         for _ in range(3):  # probes that find nothing new narrow the next one
             assert cat.version == 1
+            clock.now += 0.1
         version, m = log.measure(lambda: cat.version)
         assert version == 1
         roots = [r for r in m.waited if "/vn/" in r.key and not r.key.endswith("/vn/latest")]
@@ -232,7 +260,7 @@ def test_a_probe_on_a_quiet_catalog_reads_few_roots_that_do_not_exist(
 
 
 def test_a_reader_that_finds_many_new_versions_each_time_probes_in_one_round(
-    s3_location: StorageLocation,
+    s3_location: StorageLocation, clock: _Clock
 ) -> None:
     """A reader among busy writers: its probe widens to what its probes found,
     so that ten new versions are read in one round rather than two; and a
@@ -242,7 +270,8 @@ def test_a_reader_that_finds_many_new_versions_each_time_probes_in_one_round(
     expected = 1
     with record_s3_requests() as log:
         for turn in range(4):
-            for _ in range(10):
+            for _ in range(10):  # ten versions a second
+                clock.now += 0.1
                 expected += 1
                 assert _update(other, f"s3://data/t/v{expected}.json") == expected
             version, m = log.measure(lambda: _begin_version(cat))
