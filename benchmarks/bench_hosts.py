@@ -612,6 +612,7 @@ def report(runs: Sequence[HostsRun], seconds: float, latency: tuple[float, float
     summary = []
     for h, rs in sorted(by_h.items()):
         m = _mean([r.run.rate for r in rs])
+        per_answer = _mean([r.run.rate * r.answer_ms[0] / 1000 for r in rs])
         worst = min(min(r.host_rates()) / max(r.host_rates()) for r in rs)
         fails = sum(sum(r.run.failures.values()) for r in rs)
         lost = sum(sum(r.lost.values()) for r in rs)
@@ -619,7 +620,8 @@ def report(runs: Sequence[HostsRun], seconds: float, latency: tuple[float, float
         summary.append(
             f"H={h}: {m:,.1f} commits/s ({harness.fmt_ratio(m, one)} of H=1), slowest/fastest "
             f"host {worst:.2f} (worst run), {fails} failures, "
-            f"{lost / commits if commits else float('nan'):.2f} lost races per commit"
+            f"{lost / commits if commits else float('nan'):.2f} lost races per commit, "
+            f"{per_answer:.2f} commits per median S3 answer time"
         )
     lo, hi = latency
     return "\n".join(
@@ -636,7 +638,10 @@ def report(runs: Sequence[HostsRun], seconds: float, latency: tuple[float, float
             "conditional root puts (counted by the server); *versions / txn per version*: "
             "versions gained and transactions each holds; *by holder*: commits published by "
             "another writer of the host (group commit); *req / commit*: S3 requests of the "
-            "writers per commit; *p50 ms*: median commit() latency.\n",
+            "writers per commit; *p50 ms*: median commit() latency. *Commits per median S3 "
+            "answer time* (in the means below): commits/s times the p50 answer time, what the "
+            "protocol does with each of the server's answer times, apart from how long the "
+            "server takes to answer.\n",
             harness.md_table(
                 [
                     "run",
