@@ -590,6 +590,8 @@ _INLINE_CHILD = r"vn/[01]{63}0/(?:0|[1-9][0-9]{0,8})"
 #: (§3.6) where the format version allows them.
 _NODE_LINES = re.compile(rf"(?:\nnode/{_NAME_NO_DOT})+")
 _CHILD_LINES = re.compile(rf"(?:\n(?:node/{_NAME_NO_DOT}|{_INLINE_CHILD}))+")
+#: The inline node references among children joined as above.
+_INLINE_LINES = re.compile(r"\n(vn/[^\n]*)")
 
 
 def _child_lines(paths: Sequence[str], inline_allowed: bool) -> list[str] | None:
@@ -608,9 +610,7 @@ def _child_lines(paths: Sequence[str], inline_allowed: bool) -> list[str] | None
     # A path holding a line break would make more lines than paths.
     if lines.fullmatch(text) is None or text.count("\n") != n:
         return None
-    if "\nvn/" not in text:
-        return []
-    return [p for p in paths if p.startswith("vn/")]
+    return _INLINE_LINES.findall(text) if "\nvn/" in text else []
 
 
 def _children_inline(
