@@ -16,6 +16,7 @@ to the commit; the commit itself only decides which versions they see.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -202,6 +203,9 @@ class Commit:
         self.member = group.Member(self.folder, txn_id) if self.folder is not None else None
         #: Whether another writer of this host published this transaction.
         self.published_by_holder = False
+        #: The root of the version a holder is putting, read ahead from its
+        #: preview while this writer waits for the answer (§3.2 item 4).
+        self.preview: Root | None = None
 
     # --- §3 steps 2 and 5: attempts until one publishes ----------------------------------
 
@@ -559,6 +563,7 @@ class Commit:
         if member is not None and member.pending:
             self._settle_answer()
             if member.pending:
+                self._read_preview()
                 return
         # A request goes first, on the base checked so far: the holder
         # examines the versions since (it has them at hand); this writer
@@ -573,12 +578,39 @@ class Commit:
 
     def _settle_answer(self) -> None:
         """Read the holder's answer to this transaction's request, if one
-        came; raise :class:`_PublishedByHolder` when it was published."""
-        assert self.member is not None
-        published = self.member.answer()
+        came; raise :class:`_PublishedByHolder` when it was published. The
+        version the answer names as the holder's last is where the next look
+        for the latest version starts, and a preview of it read meanwhile
+        becomes its cached root (§3.2 item 4)."""
+        member = self.member
+        assert member is not None
+        published = member.answer()
+        if member.pending:
+            return
+        if member.latest >= 0:
+            if self.preview is None or self.preview.version < member.latest:
+                self._read_preview()  # woken only by the answer: not read yet
+            if self.preview is not None and self.preview.version == member.latest:
+                self.store.adopt_root(self.preview)
+            else:
+                self.store.note_seen(member.latest)
+        self.preview = None
         if published is not None:
-            self.store.note_seen(self.member.latest)
             raise _PublishedByHolder(published)
+
+    def _read_preview(self) -> None:
+        """Decode the root the holder is putting, if it left a preview newer
+        than the last one read, so that it is at hand once the answer comes
+        (§3.2 item 4); a preview that cannot be read is ignored."""
+        assert self.member is not None
+        got = self.member.preview()
+        if got is None:
+            return
+        version, data = got
+        if version <= self.target.version:
+            return
+        with contextlib.suppress(OlympiaError):
+            self.preview = self.store.decode_root_apart(version, data)
 
     def _ask(self) -> bool:
         """Leave a group-commit request on the base checked so far, unless
@@ -828,14 +860,23 @@ class _Leader:
             outcome = ChainOutcome()
             if not links:
                 return outcome, 0
+            # The writers answered after this round read its root ahead.
+            previewed = [t for link in links for t in link.transaction_ids if t != self.id]
+            previewed.extend(self.held_back[:1])
+            top = last.version + len(links)
             try:
                 outcome = store.publish_chain(
-                    last, links, placed=lambda: self._send_refusals(holder)
+                    last,
+                    links,
+                    placed=lambda: self._send_refusals(holder, top),
+                    encoded=lambda v, data: holder.preview(v, data, previewed),
                 )
             except Exception:
                 if own is not None:
                     raise
                 return outcome, len(links)  # every outcome unknown: left to the owners
+            if outcome.published:
+                holder.placed = outcome.published[-1].version
             done = len(outcome.published)
             for i, link in enumerate(links):
                 for txn_id in link.transaction_ids:
@@ -860,14 +901,18 @@ class _Leader:
         finally:
             self._send_refusals(holder)
 
-    def _send_refusals(self, holder: group.Holder) -> None:
+    def _send_refusals(self, holder: group.Holder, placed: int | None = None) -> None:
         """The refusals of this round, and of the next request held back: sent
         as soon as the round's last root is in place, before its folder is
         fsynced and its members answered, so that the writers refused begin
         again on it while the holder finishes (a refused writer only reads
         that root; what it publishes next is made durable by a later fsync of
         the same folder, which makes this root's entry durable too, §3.2 item
-        4). Once per round: the round's end calls it again, to no effect."""
+        4). Once per round: the round's end calls it again, to no effect.
+        ``placed``: the version whose root is now in place, which the
+        refusals name."""
+        if placed is not None:
+            holder.placed = placed
         if holder.refusals_sent:
             return
         holder.send_refusals()

@@ -26,7 +26,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -52,6 +52,9 @@ MAX_REQUEST_BYTES = 4 << 20
 #: and are removed by the next holder.
 STALE_SECONDS = 60.0
 _REFUSED = "refused"
+#: The root of the version a holder is about to put, for its members to read
+#: ahead (spec/transactions.md §3.2 item 4, previews).
+_PREVIEW = "root.preview"
 #: The request format: a writer of an earlier build, which wrote none, would
 #: look for its own id only in ``$transaction_id``, so its requests are refused.
 REQUEST_FORMAT = 2
@@ -210,8 +213,11 @@ class Member:
         self.pending = False
         #: The base of the last request written, if any.
         self.asked_base: int | None = None
-        #: From the last answer: the last version its holder published.
+        #: From the last answer: the last version its holder published (or,
+        #: refused, the last one it placed; -1 when the answer did not say).
         self.latest = -1
+        #: The version of the last preview read (see :meth:`preview`).
+        self._previewed = -1
         self._wake = os.path.join(folder, txn_id + _WAKE)
         self._wake_fd: int | None = None
 
@@ -264,6 +270,7 @@ class Member:
         with contextlib.suppress(OSError):
             os.unlink(self._outcome)
         self.pending = False
+        self.latest = -1
         words = text.split()
         # ``committed <version> <last> [<transactions in the version>]``
         if len(words) in (3, 4) and words[0] == "committed":
@@ -272,7 +279,30 @@ class Member:
                 size = int(words[3]) if len(words) == 4 else 2
                 note_companions(self.folder, size - 1)
                 return int(words[1])
+            self.latest = -1
+        # ``refused [<placed>]``
+        elif len(words) == 2 and words[0] == _REFUSED and words[1].isdigit():
+            self.latest = int(words[1])
         return None
+
+    def preview(self) -> tuple[int, bytes] | None:
+        """The version and root bytes of the version a holder is putting or
+        put last (spec §3.2 item 4), if there is one newer than the last one
+        this returned; not to be used as that version's root before an answer
+        says it was placed."""
+        try:
+            with open(os.path.join(self.folder, _PREVIEW), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        head, sep, root = data.partition(b"\n")
+        if not sep or not head.isdigit():
+            return None
+        version = int(head)
+        if version <= self._previewed:
+            return None
+        self._previewed = version
+        return version, root
 
     def withdraw(self) -> None:
         """Take the request back if no holder claimed it yet. A claimed one is
@@ -313,6 +343,10 @@ class Holder:
         #: No refusal is held back (:meth:`send_refusals` ran since the last
         #: :meth:`defer_refusals`).
         self.refusals_sent = True
+        #: The last version this holder put in place in this turn, which its
+        #: refusals name (-1: none yet).
+        self.placed = -1
+        self._previewed = False
 
     def waiting(self) -> bool:
         """Whether any request is there (one directory listing)."""
@@ -394,10 +428,15 @@ class Holder:
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
 
     def tidy(self) -> None:
-        """Remove the bell, and the folder if nothing is left in it (it is
-        made again by the next writer that leaves a request), so that a host
-        does not keep one empty folder for every catalog it ever wrote to."""
+        """Remove the bell and the preview, and the folder if nothing is left
+        in it (it is made again by the next writer that leaves a request), so
+        that a host does not keep one empty folder for every catalog it ever
+        wrote to."""
         self.close_bell()
+        if self._previewed:
+            self._previewed = False
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.folder, _PREVIEW))
         with contextlib.suppress(OSError):
             os.rmdir(self.folder)
 
@@ -412,6 +451,19 @@ class Holder:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.folder, _BELL))
 
+    def preview(self, version: int, root: bytes, txn_ids: Iterable[str]) -> None:
+        """Leave the root of ``version``, encoded and about to be put, for the
+        writers of ``txn_ids`` to read while the put is made durable, and wake
+        them (spec §3.2 item 4): they use it only once answered that it was
+        placed."""
+        try:
+            _write_atomically(os.path.join(self.folder, _PREVIEW), b"%d\n" % version + root)
+        except OSError:
+            return
+        self._previewed = True
+        for txn_id in txn_ids:
+            _ring(os.path.join(self.folder, txn_id + _WAKE))
+
     def publish(self, txn_id: str, version: int, latest: int, size: int = 2) -> None:
         """Answer: published as ``version``, which holds ``size`` transactions;
         ``latest`` is the last version this holder published (where its
@@ -425,7 +477,7 @@ class Holder:
         if self._refusals is not None:
             self._refusals.append(txn_id)
         else:
-            self._answer(txn_id, _REFUSED)
+            self._answer(txn_id, self._refusal())
 
     def defer_refusals(self) -> None:
         """Hold the refusals back until :meth:`send_refusals`."""
@@ -438,7 +490,11 @@ class Holder:
         refusals, self._refusals = self._refusals, None
         self.refusals_sent = True
         for txn_id in refusals or ():
-            self._answer(txn_id, _REFUSED)
+            self._answer(txn_id, self._refusal())
+
+    def _refusal(self) -> str:
+        """``refused``, with the last version this holder placed if any."""
+        return _REFUSED if self.placed < 0 else f"{_REFUSED} {self.placed}"
 
     def give_back(self, txn_id: str) -> None:
         """Put a claimed request back, unanswered, for the next holder (the

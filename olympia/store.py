@@ -522,6 +522,20 @@ class CatalogStore:
 
     def _decode_root(self, version: int, data: bytes) -> Root:
         """The root of ``version`` from the bytes of its root file (cached)."""
+        root = self.decode_root_apart(version, data)
+        self._roots.put(root.path, root)
+        return root
+
+    def decode_root_apart(self, version: int, data: bytes) -> Root:
+        """The root of ``version`` from ``data``, checked as any root file
+        is, but not cached: bytes that are not yet (or may never be) that
+        version's root file, such as a group-commit preview (spec/transactions.md
+        §3.2 item 4); :meth:`adopt_root` caches it once it is known to be.
+
+        Raises:
+            VersionNotFoundError: ``data`` is an expired-root marker.
+            CorruptCatalogError: ``data`` is not the root of ``version``.
+        """
         path = layout.root_path(version)
         if layout.is_expired_root(data):
             raise VersionNotFoundError(
@@ -532,15 +546,20 @@ class CatalogStore:
             raise CorruptCatalogError(
                 f"root file {path} does not hold the root of version {version}"
             )
-        root = Root(
+        return Root(
             version=version,
             node=nf.node,
             info=nf.root,
             definition=parse_root_definition(nf, path),
             created_at_millis=nf.created_at_millis,
         )
-        self._roots.put(path, root)
-        return root
+
+    def adopt_root(self, root: Root) -> None:
+        """Cache ``root`` (from :meth:`decode_root_apart`) as the root of its
+        version, now known to be that version's root file; the version was
+        published."""
+        self._roots.put(root.path, root)
+        self._note_seen(root.version)
 
     def load_actions(self, root: Root) -> tuple[tuple[str, bytes], ...]:
         """The action records of ``root``: its action rows, or the content
@@ -1216,11 +1235,14 @@ class CatalogStore:
         base: Root,
         links: Sequence[ChainLink],
         placed: Callable[[], None] | None = None,
+        encoded: Callable[[int, bytes], None] | None = None,
     ) -> ChainOutcome:
         """Publish ``links[i]`` as version ``base.version + 1 + i``, each root
         built on the one before (group commit, spec/transactions.md §3.2).
         ``placed`` is called once the last root is in place (readers find it)
-        and before its folder is made durable, where the storage tells.
+        and before its folder is made durable, where the storage tells;
+        ``encoded`` with the last root's version and bytes once they are
+        encoded, before anything is made durable or put.
 
         The roots are encoded one after the other, made durable side by side
         (their temporary files fsynced in parallel), then put in version
@@ -1271,6 +1293,8 @@ class CatalogStore:
             )
             data = encode_node(NodeFile(stored, now, info), compression, format_version)
             prepared.append((Root(version, stored, info, definition, now), data, written))
+        if encoded is not None:
+            encoded(prepared[-1][0].version, prepared[-1][1])
         puts.seal()
         outcome = ChainOutcome()
         staged: list[Staged] = []

@@ -22,7 +22,7 @@ import pytest
 
 import olympia
 from olympia import commit as commit_module
-from olympia import group
+from olympia import group, layout
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import hostlock
 from olympia.storage.hostlock import HostLock
@@ -307,11 +307,13 @@ def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
     # Well formed, but of an earlier build (no request format "v").
     old = group.encode(group.Request("old-build", 0, 0, "snapshot", ()))
     Path(folder, "old-build.req").write_bytes(old.replace(b'"v":2,', b""))
+    base = cat.version
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
-    assert Path(folder, "garbage.out").read_text() == "refused"
-    assert Path(folder, "other.out").read_text() == "refused"
-    assert Path(folder, "old-build.out").read_text() == "refused"
+    # Refused once the holder's version was in place, which they name.
+    assert Path(folder, "garbage.out").read_text() == f"refused {base + 1}"
+    assert Path(folder, "other.out").read_text() == f"refused {base + 1}"
+    assert Path(folder, "old-build.out").read_text() == f"refused {base + 1}"
     assert not _requests(folder)
 
 
@@ -602,7 +604,7 @@ def test_a_request_of_another_catalog_is_refused(tmp_path: Path) -> None:
     )
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/mine.json")
-    assert Path(folder, f"{stranger.id}.out").read_text() == "refused"
+    assert Path(folder, f"{stranger.id}.out").read_text() == f"refused {base + 1}"
     assert Path(folder, f"{twin.id}.out").read_text().startswith(f"committed {base + 1} ")
     view = cat.latest()
     assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
@@ -679,21 +681,25 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     the rest when its turn ends (held back, spec §3.2 item 4), so that they
     do not all begin again at once; each reports write-write, nothing lost."""
     events: list[str] = []
+    texts: list[str] = []
     real_answer = group.Holder._answer
     real_chain = CatalogStore.publish_chain
 
     def answer(self: group.Holder, txn_id: str, text: str) -> None:
         events.append(f"{text.split()[0]} {txn_id}")
+        texts.append(text)
         real_answer(self, txn_id, text)
 
-    def chain(self: CatalogStore, base: Any, links: Any, placed: Any = None) -> Any:
+    def chain(
+        self: CatalogStore, base: Any, links: Any, placed: Any = None, encoded: Any = None
+    ) -> Any:
         def in_place() -> None:  # may be called more than once
             if "in place" not in events:
                 events.append("in place")
             if placed is not None:
                 placed()
 
-        outcome = real_chain(self, base, links, in_place)
+        outcome = real_chain(self, base, links, in_place, encoded)
         events.append(f"published {len(outcome.published)}")
         return outcome
 
@@ -726,6 +732,8 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     refusals = [e for e in events if e.startswith("refused")]
     assert len(refusals) == 3 and events[3:] == refusals[1:]
     assert sorted(e.split()[1] for e in refusals) == sorted(t.txn.id for t in lost)
+    # Each refusal names the version in place, where its writer looks next.
+    assert texts == [f"refused {base + 1}"] * 3
 
 
 def test_requests_of_a_version_that_lost_its_race_go_back_to_the_next_holder(
@@ -842,3 +850,142 @@ def test_a_turn_with_nothing_held_back_ends_after_its_first_version(tmp_path: Pa
     assert member.answer() == last.version + 1
     assert _versions_of(cat, last.version + 1) == {waiting.id: 1}
     member.close()
+
+
+def test_a_preview_wakes_the_writers_named_and_refusals_name_the_version_in_place(
+    tmp_path: Path,
+) -> None:
+    """The protocol of previews (spec §3.2 item 4): the holder leaves the
+    root it is putting and rings the writers it names; a writer reads each
+    preview once; a refusal names the version the holder put in place."""
+    folder = str(tmp_path / "requests")
+    early, late = group.Member(folder, "early"), group.Member(folder, "late")
+    assert early.ask(group.Request("early", 3, 3, "snapshot", ()))
+    holder = group.Holder(folder)
+    assert [txn_id for txn_id, _ in holder.claim("holder")] == ["early"]
+    holder.refuse("early")  # nothing placed yet: a plain refusal
+    assert early.answer() is None and not early.pending and early.latest == -1
+    assert late.ask(group.Request("late", 3, 3, "snapshot", ()))
+    assert [txn_id for txn_id, _ in holder.claim("holder")] == ["late"]
+    wake = late.wake_fd()
+    assert wake is not None
+    hostlock.drain(wake)
+    root = b"4\nroot bytes\nwith newlines"
+    holder.preview(4, root, ["late"])
+    assert hostlock.sleep_on([wake], 10.0) == [wake]
+    assert late.preview() == (4, root)
+    assert late.preview() is None  # read once
+    assert late.answer() is None and late.pending  # not answered yet
+    holder.placed = 4
+    holder.refuse("late")
+    assert late.answer() is None and not late.pending and late.latest == 4
+    assert late.preview() is None
+    holder.preview(5, b"next", [])
+    assert late.preview() == (5, b"next")
+    holder.tidy()
+    assert not os.path.exists(os.path.join(folder, "root.preview"))
+
+
+def _counting_root_reads(cat: olympia.Catalog, version: int) -> list[int]:
+    """A counter (one element) of the reads of the root file of ``version``
+    from storage by ``cat`` that found it."""
+    count = [0]
+    storage = cat.store.storage
+    real = storage.read
+
+    def read(path: str) -> bytes:
+        data = real(path)  # a probe before the version exists raises
+        if path == layout.root_path(version):
+            count[0] += 1
+        return data
+
+    storage.read = read  # type: ignore[method-assign]
+    return count
+
+
+def test_writers_published_by_the_holder_take_the_new_root_from_its_preview(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writers the holder published take the new version's root from its
+    preview: none reads that root file, and each sees the whole version."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=3)
+    base = cat.version
+    handles = [olympia.load_catalog(uri) for _ in range(3)]
+    reads = [_counting_root_reads(h, base + 1) for h in handles]
+    settled: list[str] = []
+    real_settle = commit_module.Commit._settle_answer
+
+    def settle(self: commit_module.Commit) -> None:
+        try:
+            real_settle(self)
+        finally:
+            assert self.member is not None
+            if not self.member.pending:
+                settled.append(self.id)
+
+    real_tidy = group.Holder.tidy
+
+    def tidy(self: group.Holder) -> None:
+        # The preview stays until both writers read their answers (the
+        # writers' threads are slower than the holder's now and then).
+        _wait_for(lambda: len(settled) >= 2, "both answers read")
+        real_tidy(self)
+
+    monkeypatch.setattr(commit_module.Commit, "_settle_answer", settle)
+    monkeypatch.setattr(group.Holder, "tidy", tidy)
+    txns = []
+    for w, h in enumerate(handles):
+        txn = h.begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert [t.outcome for t in threads] == [base + 1] * 3
+    assert sum(t.txn.published_by_holder for t in threads) == 2
+    for h, count in zip(handles, reads, strict=True):
+        view = h.latest()
+        assert view.version == base + 1
+        for w in range(3):
+            assert view.describe_table(f"w{w}", "t").metadata_location == (
+                f"s3://data/w{w}/v1.json"
+            )
+        assert set(h.store.load_root(base + 1).info.transaction_ids) == {t.id for t in txns}
+        assert count == [0]
+    assert not os.path.exists(_folder(cat))
+
+
+@pytest.mark.parametrize("kind", ["garbage", "another version's root"])
+def test_a_preview_that_is_not_the_version_root_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A preview whose bytes are not the root the holder put (damaged, or
+    the root of another version under the new version's number) is dropped:
+    the writers it named read the root file and see what it holds."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=3)
+    base = cat.version
+    old_root = cat.store.storage.read(layout.root_path(base))
+    real_preview = group.Holder.preview
+
+    def preview(self: group.Holder, version: int, root: bytes, txn_ids: Any) -> None:
+        real_preview(self, version, b"\x00garbage" if kind == "garbage" else old_root, txn_ids)
+
+    monkeypatch.setattr(group.Holder, "preview", preview)
+    handles = [olympia.load_catalog(uri) for _ in range(3)]
+    reads = [_counting_root_reads(h, base + 1) for h in handles]
+    txns = []
+    for w, h in enumerate(handles):
+        txn = h.begin()
+        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert [t.outcome for t in threads] == [base + 1] * 3
+    for t, h, count in zip(threads, handles, reads, strict=True):
+        view = h.latest()
+        assert view.version == base + 1
+        for w in range(3):
+            assert view.describe_table(f"w{w}", "t").metadata_location == (
+                f"s3://data/w{w}/v1.json"
+            )
+        # The holder cached the root it put; the others read it from storage.
+        assert count == [1 if t.txn.published_by_holder else 0]
