@@ -455,7 +455,10 @@ class Holder:
         """Leave the root of ``version``, encoded and about to be put, for the
         writers of ``txn_ids`` to read while the put is made durable, and wake
         them (spec §3.2 item 4): they use it only once answered that it was
-        placed."""
+        placed. A root larger than a request may be gets none (the folder is
+        on a memory file system, which may be small)."""
+        if len(root) > MAX_REQUEST_BYTES:
+            return
         try:
             _write_atomically(os.path.join(self.folder, _PREVIEW), b"%d\n" % version + root)
         except OSError:

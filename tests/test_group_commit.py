@@ -882,6 +882,8 @@ def test_a_preview_wakes_the_writers_named_and_refusals_name_the_version_in_plac
     assert late.preview() is None
     holder.preview(5, b"next", [])
     assert late.preview() == (5, b"next")
+    holder.preview(6, b"x" * (group.MAX_REQUEST_BYTES + 1), [])  # too large: none
+    assert late.preview() is None
     holder.tidy()
     assert not os.path.exists(os.path.join(folder, "root.preview"))
 
