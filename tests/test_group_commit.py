@@ -52,12 +52,27 @@ def _updaters(
 ) -> list[olympia.Transaction]:
     """``count`` open transactions, each of its own catalog handle, the i-th
     updating table ``w<i>.t``."""
+    return _update_each([olympia.load_catalog(uri, options) for _ in range(count)])
+
+
+def _update_each(handles: list[olympia.Catalog]) -> list[olympia.Transaction]:
+    """An open transaction on each of ``handles``, the i-th updating table
+    ``w<i>.t`` to ``v1.json``."""
     txns = []
-    for w in range(count):
-        txn = olympia.load_catalog(uri, options).begin()
+    for w, handle in enumerate(handles):
+        txn = handle.begin()
         txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
         txns.append(txn)
     return txns
+
+
+def _assert_sees_every_update(handle: olympia.Catalog, version: int, tables: int) -> None:
+    """The latest version of ``handle`` is ``version`` and holds the update of
+    :func:`_update_each` of each of the first ``tables`` tables."""
+    view = handle.latest()
+    assert view.version == version
+    for w in range(tables):
+        assert view.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v1.json"
 
 
 def _hold(cat: olympia.Catalog) -> HostLock:
@@ -936,21 +951,12 @@ def test_writers_published_by_the_holder_take_the_new_root_from_its_preview(
 
     monkeypatch.setattr(commit_module.Commit, "_settle_answer", settle)
     monkeypatch.setattr(group.Holder, "tidy", tidy)
-    txns = []
-    for w, h in enumerate(handles):
-        txn = h.begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _update_each(handles)
     threads = _commit_while_held(cat, txns)
     assert [t.outcome for t in threads] == [base + 1] * 3
     assert sum(t.txn.published_by_holder for t in threads) == 2
     for h, count in zip(handles, reads, strict=True):
-        view = h.latest()
-        assert view.version == base + 1
-        for w in range(3):
-            assert view.describe_table(f"w{w}", "t").metadata_location == (
-                f"s3://data/w{w}/v1.json"
-            )
+        _assert_sees_every_update(h, base + 1, 3)
         assert set(h.store.load_root(base + 1).info.transaction_ids) == {t.id for t in txns}
         assert count == [0]
     assert not os.path.exists(_folder(cat))
@@ -975,19 +981,10 @@ def test_a_preview_that_is_not_the_version_root_is_never_used(
     monkeypatch.setattr(group.Holder, "preview", preview)
     handles = [olympia.load_catalog(uri) for _ in range(3)]
     reads = [_counting_root_reads(h, base + 1) for h in handles]
-    txns = []
-    for w, h in enumerate(handles):
-        txn = h.begin()
-        txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v1.json")
-        txns.append(txn)
+    txns = _update_each(handles)
     threads = _commit_while_held(cat, txns)
     assert [t.outcome for t in threads] == [base + 1] * 3
     for t, h, count in zip(threads, handles, reads, strict=True):
-        view = h.latest()
-        assert view.version == base + 1
-        for w in range(3):
-            assert view.describe_table(f"w{w}", "t").metadata_location == (
-                f"s3://data/w{w}/v1.json"
-            )
+        _assert_sees_every_update(h, base + 1, 3)
         # The holder cached the root it put; the others read it from storage.
         assert count == [1 if t.txn.published_by_holder else 0]
