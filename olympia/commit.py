@@ -863,12 +863,11 @@ class _Leader:
             # The writers answered after this round read its root ahead.
             previewed = [t for link in links for t in link.transaction_ids if t != self.id]
             previewed.extend(self.held_back[:1])
-            top = last.version + len(links)
             try:
                 outcome = store.publish_chain(
                     last,
                     links,
-                    placed=lambda: self._send_refusals(holder, top),
+                    placed=lambda: self._send_refusals(holder),
                     encoded=lambda v, data: holder.preview(v, data, previewed),
                 )
             except Exception:
@@ -876,6 +875,9 @@ class _Leader:
                     raise
                 return outcome, len(links)  # every outcome unknown: left to the owners
             if outcome.published:
+                # Known only now: the storage tells ``placed`` when the
+                # outcome is visible, won or lost (refusals sent then name
+                # the version before, if any).
                 holder.placed = outcome.published[-1].version
             done = len(outcome.published)
             for i, link in enumerate(links):
@@ -901,18 +903,14 @@ class _Leader:
         finally:
             self._send_refusals(holder)
 
-    def _send_refusals(self, holder: group.Holder, placed: int | None = None) -> None:
+    def _send_refusals(self, holder: group.Holder) -> None:
         """The refusals of this round, and of the next request held back: sent
         as soon as the round's last root is in place, before its folder is
         fsynced and its members answered, so that the writers refused begin
         again on it while the holder finishes (a refused writer only reads
         that root; what it publishes next is made durable by a later fsync of
         the same folder, which makes this root's entry durable too, §3.2 item
-        4). Once per round: the round's end calls it again, to no effect.
-        ``placed``: the version whose root is now in place, which the
-        refusals name."""
-        if placed is not None:
-            holder.placed = placed
+        4). Once per round: the round's end calls it again, to no effect."""
         if holder.refusals_sent:
             return
         holder.send_refusals()

@@ -322,13 +322,13 @@ def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
     # Well formed, but of an earlier build (no request format "v").
     old = group.encode(group.Request("old-build", 0, 0, "snapshot", ()))
     Path(folder, "old-build.req").write_bytes(old.replace(b'"v":2,', b""))
-    base = cat.version
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
-    # Refused once the holder's version was in place, which they name.
-    assert Path(folder, "garbage.out").read_text() == f"refused {base + 1}"
-    assert Path(folder, "other.out").read_text() == f"refused {base + 1}"
-    assert Path(folder, "old-build.out").read_text() == f"refused {base + 1}"
+    # Refused as the holder's version went in place, before it knew its
+    # put had won: the refusals name no version.
+    assert Path(folder, "garbage.out").read_text() == "refused"
+    assert Path(folder, "other.out").read_text() == "refused"
+    assert Path(folder, "old-build.out").read_text() == "refused"
     assert not _requests(folder)
 
 
@@ -619,7 +619,7 @@ def test_a_request_of_another_catalog_is_refused(tmp_path: Path) -> None:
     )
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/mine.json")
-    assert Path(folder, f"{stranger.id}.out").read_text() == f"refused {base + 1}"
+    assert Path(folder, f"{stranger.id}.out").read_text() == "refused"
     assert Path(folder, f"{twin.id}.out").read_text().startswith(f"committed {base + 1} ")
     view = cat.latest()
     assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
@@ -747,8 +747,9 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     refusals = [e for e in events if e.startswith("refused")]
     assert len(refusals) == 3 and events[3:] == refusals[1:]
     assert sorted(e.split()[1] for e in refusals) == sorted(t.txn.id for t in lost)
-    # Each refusal names the version in place, where its writer looks next.
-    assert texts == [f"refused {base + 1}"] * 3
+    # The first refusal went out before the holder knew its put had won, so
+    # it names no version; the others name the version in place.
+    assert texts == ["refused", f"refused {base + 1}", f"refused {base + 1}"]
 
 
 def test_requests_of_a_version_that_lost_its_race_go_back_to_the_next_holder(
@@ -988,3 +989,52 @@ def test_a_preview_that_is_not_the_version_root_is_never_used(
         _assert_sees_every_update(h, base + 1, 3)
         # The holder cached the root it put; the others read it from storage.
         assert count == [1 if t.txn.published_by_holder else 0]
+
+
+def test_refused_writers_never_take_a_preview_of_a_version_that_lost_its_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers updating one table while a writer elsewhere takes the version
+    the holder was putting: the refusal sent as the put ends names no
+    version the holder did not put, so no refused writer takes the holder's
+    preview for that version's root; each sees the winner's root."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    elsewhere = olympia.load_catalog(uri)
+    taken: list[str] = []
+    texts: list[str] = []
+    put_staged = LocalStorage.put_staged
+    real_answer = group.Holder._answer
+
+    def racing_put(self: LocalStorage, path: str, staged: Any, placed: Any = None) -> None:
+        if path.startswith("vn/") and not taken:
+            taken.append(path)
+            with elsewhere.begin() as txn:  # wins the version first
+                txn.update_table("w0", "t", metadata_location="s3://data/w0/elsewhere.json")
+        put_staged(self, path, staged, placed)
+
+    def answer(self: group.Holder, txn_id: str, text: str) -> None:
+        texts.append(text)
+        real_answer(self, txn_id, text)
+
+    monkeypatch.setattr(LocalStorage, "put_staged", racing_put)
+    monkeypatch.setattr(group.Holder, "_answer", answer)
+    handles = [olympia.load_catalog(uri) for _ in range(3)]
+    txns = []
+    for i, h in enumerate(handles):
+        txn = h.begin("snapshot")
+        txn.describe_table("w0", "t")
+        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    assert len(taken) == 1
+    assert all(isinstance(t.outcome, olympia.CommitConflictError) for t in threads)
+    assert texts and all(t.startswith("refused") for t in texts)
+    assert f"refused {base + 1}" not in texts
+    winner = elsewhere.history(since=base + 1)[0].transactions[0].transaction_id
+    for h in handles:
+        assert tuple(h.store.load_root(base + 1).info.transaction_ids) == (winner,)
+        assert h.latest().describe_table("w0", "t").metadata_location == (
+            "s3://data/w0/elsewhere.json"
+        )
