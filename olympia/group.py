@@ -24,8 +24,8 @@ import contextlib
 import json
 import os
 import stat
+import threading
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -51,6 +51,11 @@ MAX_REQUEST_BYTES = 4 << 20
 #: Files of the folder older than this (seconds) belong to writers that died
 #: and are removed by the next holder.
 STALE_SECONDS = 60.0
+#: How often (seconds) a holder of this process looks for such files other
+#: than requests (requests it looks at in every claim).
+_SWEEP_SECONDS = STALE_SECONDS / 4
+#: For each folder: when a holder of this process last swept it.
+_SWEPT: dict[str, float] = {}
 _REFUSED = "refused"
 #: The root of the version a holder is about to put, for its members to read
 #: ahead (spec/transactions.md §3.2 item 4, previews).
@@ -187,18 +192,54 @@ def _ring(path: str) -> None:
         os.close(fd)
 
 
+#: Flags of the small files of the folder: never follow a link planted at
+#: the name, never block on a FIFO planted there, never leak into a child.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW
+
+
 def _write_atomically(path: str, data: bytes) -> None:
     """Write ``data`` at ``path`` so that a reader sees all of it or nothing
-    (no fsync: the files of this folder need not outlive the machine)."""
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    (no fsync: the files of this folder need not outlive the machine). The
+    temporary name is this thread's own; plain descriptors rather than file
+    objects, as this runs several times per commit."""
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _read_file(path: str) -> bytes | None:
+    """The content of the regular file at ``path``, or None when there is
+    none or it cannot be read."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        chunks = []
+        size = info.st_size + 1  # one read for a file that is not growing
+        while chunk := os.read(fd, size):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Member:
@@ -243,10 +284,12 @@ class Member:
         if len(data) > MAX_REQUEST_BYTES:
             return False
         try:
-            os.makedirs(self.folder, mode=0o700, exist_ok=True)
             if self._wake_fd is None:
                 # Before the request: the holder that answers it finds the FIFO.
                 self._wake_fd = _open_fifo(self._wake)
+                if self._wake_fd is None and not os.path.isdir(self.folder):
+                    os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                    self._wake_fd = _open_fifo(self._wake)
             else:
                 drain(self._wake_fd)  # wake-ups for an earlier request
             _write_atomically(self._request, data)
@@ -262,11 +305,10 @@ class Member:
         :attr:`latest` set); None while unanswered or when refused (then
         :attr:`pending` turns False and the owner publishes the transaction
         itself)."""
-        try:
-            with open(self._outcome, "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:
+        data = _read_file(self._outcome)
+        if data is None:
             return None
+        text = data.decode("ascii", "replace")
         with contextlib.suppress(OSError):
             os.unlink(self._outcome)
         self.pending = False
@@ -290,10 +332,8 @@ class Member:
         put last (spec §3.2 item 4), if there is one newer than the last one
         this returned; not to be used as that version's root before an answer
         says it was placed."""
-        try:
-            with open(os.path.join(self.folder, _PREVIEW), "rb") as f:
-                data = f.read()
-        except OSError:
+        data = _read_file(os.path.join(self.folder, _PREVIEW))
+        if data is None:
             return None
         head, sep, root = data.partition(b"\n")
         if not sep or not head.isdigit():
@@ -391,22 +431,30 @@ class Holder:
         each is renamed so that its owner can no longer withdraw it, then read.
         Yields (transaction id, request or None if unreadable); every claimed
         one must be answered with :meth:`publish` or :meth:`refuse`."""
+        now = time.time()
+        # Requests are looked at every time; the folder's other files (left
+        # by writers that died) only every few seconds: one stat each.
+        sweep = now - _SWEPT.get(self.folder, 0.0) > _SWEEP_SECONDS
         try:
             with os.scandir(self.folder) as it:
                 entries = []
-                now = time.time()
                 for e in it:
+                    is_request = e.name.endswith(_REQUEST)
+                    if not (is_request or sweep):
+                        continue
                     try:
-                        modified = e.stat().st_mtime
+                        modified = e.stat(follow_symlinks=False).st_mtime
                     except OSError:
                         continue
                     if now - modified > STALE_SECONDS:
                         with contextlib.suppress(OSError):
                             os.unlink(e.path)  # left by a writer that died
-                    elif e.name.endswith(_REQUEST):
+                    elif is_request:
                         entries.append((modified, e.name))
         except OSError:
             return
+        if sweep:
+            _SWEPT[self.folder] = now
         entries.sort()
         for _, name in entries[:MAX_GROUP]:
             txn_id = name[: -len(_REQUEST)]
@@ -418,11 +466,7 @@ class Holder:
                 os.replace(src, claimed)
             except OSError:
                 continue  # withdrawn meanwhile
-            try:
-                with open(claimed, "rb") as f:
-                    data = f.read()
-            except OSError:
-                data = b""
+            data = _read_file(claimed) or b""
             # Kept until answered: :meth:`give_back` renames it back.
             request = decode(data)
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)

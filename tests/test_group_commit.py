@@ -1038,3 +1038,86 @@ def test_refused_writers_never_take_a_preview_of_a_version_that_lost_its_race(
         assert h.latest().describe_table("w0", "t").metadata_location == (
             "s3://data/w0/elsewhere.json"
         )
+
+
+def test_files_planted_in_the_folder_never_block_or_lead_a_writer_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The folder's small files are read without blocking and without
+    following a link: a FIFO planted where an answer or a preview goes reads
+    as no answer and no preview at once (a plain ``open`` would wait for a
+    writer forever), and a symbolic link there is not followed, however
+    well-formed the file it names."""
+    folder = str(tmp_path / "g")
+    os.makedirs(folder, mode=0o700)
+    member = group.Member(folder, "a" * 32)
+    os.mkfifo(os.path.join(folder, "a" * 32 + ".out"))
+    os.mkfifo(os.path.join(folder, "root.preview"))
+    got: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: got.extend([member.answer(), member.preview()]), daemon=True
+    )
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive() and got == [None, None]
+    assert member.latest == -1
+    for name in ("a" * 32 + ".out", "root.preview"):
+        os.unlink(os.path.join(folder, name))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "answer").write_bytes(b"committed 7 7 2")
+    (elsewhere / "preview").write_bytes(b"7\nroot bytes")
+    os.symlink(elsewhere / "answer", os.path.join(folder, "a" * 32 + ".out"))
+    os.symlink(elsewhere / "preview", os.path.join(folder, "root.preview"))
+    assert member.answer() is None and member.preview() is None
+    # The same content as regular files of the folder is read.
+    for name, target in (("a" * 32 + ".out", "answer"), ("root.preview", "preview")):
+        os.unlink(os.path.join(folder, name))
+        Path(folder, name).write_bytes((elsewhere / target).read_bytes())
+    assert member.preview() == (7, b"root bytes")
+    assert member.answer() == 7 and member.latest == 7
+
+
+def test_a_holder_sweeps_stray_files_every_few_seconds_and_old_requests_always(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files left by writers that died: a request is removed by the first
+    claim that sees it, other files (an answer never read, a FIFO) by the
+    first claim of a holder of this process in a while, not by every claim
+    (each one a stat per file)."""
+    folder = str(tmp_path / "g")
+    os.makedirs(folder, mode=0o700)
+    old = time.time() - 2 * group.STALE_SECONDS
+
+    def plant(name: str) -> Path:
+        path = Path(folder, name)
+        path.write_bytes(b"x")
+        os.utime(path, (old, old))
+        return path
+
+    holder = group.Holder(folder)
+    first = [plant("dead1.req"), plant("dead1.out")]
+    assert list(holder.claim("me")) == []
+    assert not any(p.exists() for p in first)
+    second = [plant("dead2.req"), plant("dead2.out")]
+    assert list(group.Holder(folder).claim("me")) == []
+    assert [p.exists() for p in second] == [False, True]
+    now = time.time()
+    monkeypatch.setattr(group.time, "time", lambda: now + group._SWEEP_SECONDS + 1)
+    assert list(group.Holder(folder).claim("me")) == []
+    assert not second[1].exists()
+
+
+def test_answers_and_requests_are_written_whole_and_leave_no_temporary_file(
+    tmp_path: Path,
+) -> None:
+    folder = str(tmp_path / "g")
+    os.makedirs(folder, mode=0o700)
+    path = os.path.join(folder, "x.out")
+    group._write_atomically(path, b"committed 3 3 2")
+    group._write_atomically(path, b"refused")
+    assert Path(path).read_bytes() == b"refused" and os.listdir(folder) == ["x.out"]
+    os.mkdir(os.path.join(folder, "dir.out"))  # cannot be replaced by a file
+    with pytest.raises(OSError):
+        group._write_atomically(os.path.join(folder, "dir.out"), b"refused")
+    assert sorted(os.listdir(folder)) == ["dir.out", "x.out"]
