@@ -563,7 +563,7 @@ class Commit:
         if member is not None and member.pending:
             self._settle_answer()
             if member.pending:
-                self._read_preview()
+                self._read_preview(named_only=True)
                 return
         # A request goes first, on the base checked so far: the holder
         # examines the versions since (it has them at hand); this writer
@@ -598,12 +598,13 @@ class Commit:
         if published is not None:
             raise _PublishedByHolder(published)
 
-    def _read_preview(self) -> None:
+    def _read_preview(self, named_only: bool = False) -> None:
         """Decode the root the holder is putting, if it left a preview newer
-        than the last one read, so that it is at hand once the answer comes
-        (§3.2 item 4); a preview that cannot be read is ignored."""
+        than the last one read (with ``named_only``, one that names this
+        writer among its readers), so that it is at hand once the answer
+        comes (§3.2 item 4); a preview that cannot be read is ignored."""
         assert self.member is not None
-        got = self.member.preview()
+        got = self.member.preview(named_only)
         if got is None:
             return
         version, data = got

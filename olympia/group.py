@@ -327,19 +327,25 @@ class Member:
             self.latest = int(words[1])
         return None
 
-    def preview(self) -> tuple[int, bytes] | None:
+    def preview(self, named_only: bool = False) -> tuple[int, bytes] | None:
         """The version and root bytes of the version a holder is putting or
         put last (spec §3.2 item 4), if there is one newer than the last one
         this returned; not to be used as that version's root before an answer
-        says it was placed."""
+        says it was placed. With ``named_only``, only a preview whose holder
+        named this writer among its readers (one of a holder of an earlier
+        build, which names none, is everyone's): a writer woken for another
+        reason does not decode a root it will not be told about."""
         data = _read_file(os.path.join(self.folder, _PREVIEW))
         if data is None:
             return None
         head, sep, root = data.partition(b"\n")
-        if not sep or not head.isdigit():
+        number, *readers = head.split(b" ")
+        if not sep or not number.isdigit():
             return None
-        version = int(head)
+        version = int(number)
         if version <= self._previewed:
+            return None
+        if named_only and readers and self.txn_id.encode() not in readers:
             return None
         self._previewed = version
         return version, root
@@ -503,12 +509,14 @@ class Holder:
         on a memory file system, which may be small)."""
         if len(root) > MAX_REQUEST_BYTES:
             return
+        readers = list(txn_ids)
+        head = " ".join([str(version), *readers]).encode("ascii")
         try:
-            _write_atomically(os.path.join(self.folder, _PREVIEW), b"%d\n" % version + root)
+            _write_atomically(os.path.join(self.folder, _PREVIEW), head + b"\n" + root)
         except OSError:
             return
         self._previewed = True
-        for txn_id in txn_ids:
+        for txn_id in readers:
             _ring(os.path.join(self.folder, txn_id + _WAKE))
 
     def publish(self, txn_id: str, version: int, latest: int, size: int = 2) -> None:

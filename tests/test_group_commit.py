@@ -1121,3 +1121,29 @@ def test_answers_and_requests_are_written_whole_and_leave_no_temporary_file(
     with pytest.raises(OSError):
         group._write_atomically(os.path.join(folder, "dir.out"), b"refused")
     assert sorted(os.listdir(folder)) == ["dir.out", "x.out"]
+
+
+def test_a_writer_woken_for_another_reason_skips_a_preview_not_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A preview names the writers it is for (spec §3.2 item 4): a waiting
+    writer woken by something else (the holder letting the lock go, say)
+    does not read and decode a root it will not be told about, and can still
+    read it once an answer names its version; a preview of a holder of an
+    earlier build, naming nobody, is everyone's."""
+    folder = str(tmp_path / "requests")
+    named, other = group.Member(folder, "named"), group.Member(folder, "other")
+    for member in (named, other):
+        assert member.ask(group.Request(member.txn_id, 3, 3, "snapshot", ()))
+    holder = group.Holder(folder)
+    assert sorted(txn_id for txn_id, _ in holder.claim("holder")) == ["named", "other"]
+    holder.preview(4, b"root four", ["named"])
+    assert Path(folder, "root.preview").read_bytes() == b"4 named\nroot four"
+    assert other.preview(named_only=True) is None
+    assert named.preview(named_only=True) == (4, b"root four")
+    assert other.preview() == (4, b"root four")  # its answer named version 4
+    Path(folder, "root.preview").write_bytes(b"5\nroot five")  # an earlier build's
+    assert other.preview(named_only=True) == (5, b"root five")
+    holder.refuse("named")
+    holder.refuse("other")
+    holder.tidy()
