@@ -1159,6 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[str] = []
     problems: list[str] = []
     moto = None
+    probe_start = harness.creation_probe(base_tmp)
+    probe_end = probe_start
     try:
         need_s3 = "requests" in args.only or ("concurrency" in args.only and args.s3_procs > 0)
         if need_s3:
@@ -1186,12 +1188,14 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(report_requests(rows))
         if "bulk" in args.only:
             sections.append(report_bulk(part_bulk(base_tmp, bulk, peer)))
+        probe_end = harness.creation_probe(base_tmp)
     finally:
         if moto is not None:
             moto.stop()
         shutil.rmtree(base_tmp, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
     machine = harness.machine_info(os.path.dirname(base_tmp))
+    machine.append(harness.creation_row(probe_start, probe_end))
     machine += [
         ("moto", harness.package_version("moto")),
         ("s3fs", harness.package_version("s3fs")),

@@ -409,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     sections: list[str] = []
     problems: list[str] = []
+    probe_start = harness.creation_probe(base_tmp)
+    probe_end = probe_start
     try:
         if "scaling" in args.only:
             runs = part_scaling(base_tmp, args.procs, args.seconds, args.rounds, args.seed)
@@ -418,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = part_hot(base_tmp, args.hot_procs, args.seconds, peer)
             problems += [f"{r.label} ({r.system}): {x}" for r in runs for x in r.problems]
             sections.append(report_hot(runs, args.seconds))
+        probe_end = harness.creation_probe(base_tmp)
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
@@ -427,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         today = started.date().isoformat()
         out = harness.results_path(args.out, f"writers-{today}.md")
         machine = harness.machine_info(os.path.dirname(base_tmp))
+        machine.append(harness.creation_row(probe_start, probe_end))
         lines = [
             f"# Writers of one host, {today}",
             "",
