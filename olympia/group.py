@@ -510,7 +510,11 @@ class Holder:
         if len(root) > MAX_REQUEST_BYTES:
             return
         readers = list(txn_ids)
-        head = " ".join([str(version), *readers]).encode("ascii")
+        # Named: ids of printable ASCII without spaces (every id this
+        # implementation makes); a writer of another id is not named and
+        # reads the preview once its answer names the version.
+        named = [t for t in readers if t.isascii() and t.isprintable() and " " not in t]
+        head = " ".join([str(version), *named]).encode("ascii")
         try:
             _write_atomically(os.path.join(self.folder, _PREVIEW), head + b"\n" + root)
         except OSError:

@@ -1144,6 +1144,12 @@ def test_a_writer_woken_for_another_reason_skips_a_preview_not_naming_it(
     assert other.preview() == (4, b"root four")  # its answer named version 4
     Path(folder, "root.preview").write_bytes(b"5\nroot five")  # an earlier build's
     assert other.preview(named_only=True) == (5, b"root five")
+    # An id that cannot be named (a space, a line break, not ASCII) is left
+    # out of the line rather than breaking it; its writer reads the preview
+    # once answered.
+    holder.preview(6, b"root six", ["named", "odd id", "line\nbreak", "caf\u00e9"])
+    assert Path(folder, "root.preview").read_bytes() == b"6 named\nroot six"
+    assert named.preview(named_only=True) == (6, b"root six")
     holder.refuse("named")
     holder.refuse("other")
     holder.tidy()
