@@ -752,6 +752,52 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     assert texts == ["refused", f"refused {base + 1}", f"refused {base + 1}"]
 
 
+def test_a_refused_writer_decodes_the_root_it_was_previewed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers that all updated one table: each refused writer decodes the
+    new version's root once, whether it came as a preview named for it
+    (decoded while the holder made the put durable) or as the root file its
+    rebase reads (the same bytes: the preview's decode is taken, spec §3.2
+    item 4); the holder decodes none."""
+    from olympia import store as store_module
+
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    new_root = layout.root_path(base + 1)
+    decodes: Counter[str] = Counter()
+    real_decode = store_module.decode_node
+
+    def decode(data: bytes, path: str) -> Any:
+        if path == new_root:
+            decodes[threading.current_thread().name] += 1
+        return real_decode(data, path)
+
+    monkeypatch.setattr(store_module, "decode_node", decode)
+    txns = []
+    for i in range(4):
+        txn = olympia.load_catalog(uri).begin("snapshot")
+        txn.describe_table("w0", "t")
+        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
+        txns.append(txn)
+    threads = _commit_while_held(cat, txns)
+    lost = [t for t in threads if isinstance(t.outcome, olympia.CommitConflictError)]
+    won = [t for t in threads if isinstance(t.outcome, int)]
+    assert len(won) == 1 and len(lost) == 3
+    assert decodes[won[0].name] == 0
+    assert {decodes[t.name] for t in lost} == {1}
+    # Bytes that differ from the kept preview are decoded: what the file
+    # holds is what a reader gets.
+    fresh = olympia.load_catalog(uri)
+    data = fresh.store.storage.read(new_root)
+    kept = fresh.store.decode_root_apart(base + 1, data, keep=True)
+    assert fresh.store.decode_root_apart(base + 1, bytes(data), keep=True) is kept
+    other = cat.store.storage.read(layout.root_path(base))
+    with pytest.raises(olympia.CorruptCatalogError):
+        fresh.store.decode_root_apart(base + 1, other)
+
+
 def test_requests_of_a_version_that_lost_its_race_go_back_to_the_next_holder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
