@@ -167,6 +167,19 @@ def _commit_leaving_no_request(
     return _commit_holding_the_lock(cat, txns, look)
 
 
+def _hot_updaters(handles: list[olympia.Catalog]) -> list[olympia.Transaction]:
+    """A snapshot transaction on each of ``handles`` that read table ``w0.t``
+    and moved it to a location of its own (``writer<i>.json``): read-modify-write
+    of one hot table, every pair in write-write conflict."""
+    txns = []
+    for i, h in enumerate(handles):
+        txn = h.begin("snapshot")
+        txn.describe_table("w0", "t")
+        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
+        txns.append(txn)
+    return txns
+
+
 def _versions_of(cat: olympia.Catalog, since: int) -> Counter[str]:
     """Transaction id -> how many versions since ``since`` hold it."""
     return Counter(t.transaction_id for info in cat.history(since=since) for t in info.transactions)
@@ -723,12 +736,7 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     uri = str(tmp_path / "cat")
     cat = _catalog(uri)
     base = cat.version
-    txns = []
-    for i in range(4):
-        txn = olympia.load_catalog(uri).begin("snapshot")
-        txn.describe_table("w0", "t")
-        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
-        txns.append(txn)
+    txns = _hot_updaters([olympia.load_catalog(uri) for _ in range(4)])
     threads = _commit_while_held(cat, txns)
     won = [t for t in threads if isinstance(t.outcome, int)]
     lost = [t for t in threads if isinstance(t.outcome, olympia.CommitConflictError)]
@@ -775,12 +783,7 @@ def test_a_refused_writer_decodes_the_root_it_was_previewed_once(
         return real_decode(data, path)
 
     monkeypatch.setattr(store_module, "decode_node", decode)
-    txns = []
-    for i in range(4):
-        txn = olympia.load_catalog(uri).begin("snapshot")
-        txn.describe_table("w0", "t")
-        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
-        txns.append(txn)
+    txns = _hot_updaters([olympia.load_catalog(uri) for _ in range(4)])
     threads = _commit_while_held(cat, txns)
     lost = [t for t in threads if isinstance(t.outcome, olympia.CommitConflictError)]
     won = [t for t in threads if isinstance(t.outcome, int)]
@@ -1067,12 +1070,7 @@ def test_refused_writers_never_take_a_preview_of_a_version_that_lost_its_race(
     monkeypatch.setattr(LocalStorage, "put_staged", racing_put)
     monkeypatch.setattr(group.Holder, "_answer", answer)
     handles = [olympia.load_catalog(uri) for _ in range(3)]
-    txns = []
-    for i, h in enumerate(handles):
-        txn = h.begin("snapshot")
-        txn.describe_table("w0", "t")
-        txn.update_table("w0", "t", metadata_location=f"s3://data/w0/writer{i}.json")
-        txns.append(txn)
+    txns = _hot_updaters(handles)
     threads = _commit_while_held(cat, txns)
     assert len(taken) == 1
     assert all(isinstance(t.outcome, olympia.CommitConflictError) for t in threads)
