@@ -25,7 +25,14 @@ from typing import Protocol
 from olympia import group, layout, tree
 from olympia.actions import ActionLog
 from olympia.codec import CommitInfo, GroupEntry
-from olympia.conflicts import ConflictChecker, Footprint, footprint_of, judge_by_merge, sees
+from olympia.conflicts import (
+    ConflictChecker,
+    Footprint,
+    footprint_of,
+    judge_by_merge,
+    sees,
+    write_overlap,
+)
 from olympia.definition import ISOLATION_LEVELS
 from olympia.distributed import claimed_error, object_value
 from olympia.errors import (
@@ -500,7 +507,7 @@ class Commit:
                 begin_version=self.begin,
                 isolation=self.isolation,
                 serialized_before=serialized_before,
-                after_put=release,
+                after_put=lambda _won: release(),
                 written_since=self.written_since,
                 commit_info=self.commit_info,
                 read_along=self.read_along,
@@ -597,6 +604,37 @@ class Commit:
         self.preview = None
         if published is not None:
             raise _PublishedByHolder(published)
+        if member.verdict is not None:
+            self._take_verdict(member.verdict)
+
+    def _take_verdict(self, verdict: group.Verdict) -> None:
+        """A refusal that says why the request would fail its writer's checks
+        (§3.2 item 4, verdicts): fail as the rebase would, without reading
+        the versions, when the verdict is about this request's base and a
+        version its answer names, and this transaction's checks are the
+        holder's (no content-merge hook, not a distributed transaction's
+        commit). Otherwise, or when the rule passes it (a key it does not
+        write, or a test's checker), nothing: the writer rebases as after
+        any refusal."""
+        member = self.member
+        assert member is not None
+        if (
+            self.own is not None
+            or member.asked_base != self.checked
+            or not self.checked < verdict.version <= member.latest
+        ):
+            return
+        self._footprint()
+        if self.merged:
+            return
+        assert self.first_wins is not None
+        committed = Footprint(
+            verdict.version,
+            self.checked,
+            writes={verdict.key: True} if verdict.key else {},
+            rollback=verdict.rule == "catalog-rollback",
+        )
+        self.checker.check_window(self.first_wins, [committed], self.isolation, self._describe)
 
     def _read_preview(self, named_only: bool = False) -> None:
         """Decode the root the holder is putting, if it left a preview newer
@@ -739,8 +777,9 @@ class _Leader:
         self.own_info = own_info
         #: Requests claimed and not admitted whose answer is held back: one
         #: is refused after each round (its writer begins again on what the
-        #: round published), the rest when the turn ends (§3.2 item 4).
-        self.held_back: list[str] = []
+        #: round published), the rest when the turn ends (§3.2 item 4); each
+        #: with its verdict, if a rule of §4.1 refuses it.
+        self.held_back: list[tuple[str, group.Verdict | None]] = []
 
     def lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
         """Holding the publish lock, after publishing ``last``: while
@@ -778,8 +817,8 @@ class _Leader:
         """Refuse every request held back (before the lock is let go)."""
         held, self.held_back = self.held_back, []
         holder.send_refusals()
-        for txn_id in held:
-            holder.refuse(txn_id)
+        for txn_id, verdict in held:
+            holder.refuse(txn_id, verdict)
 
     def lead_round(
         self,
@@ -806,10 +845,10 @@ class _Leader:
         own: ChainLink | None = None
         #: The transactions published above ``last`` in this round, with
         #: their footprints, for the admission of the requests.
-        pending: list[tuple[str, Footprint]] = []
+        pending: list[tuple[str, Footprint, int]] = []
         if first is not None:
             own, footprint = first
-            pending.append((own.transaction_id, footprint))
+            pending.append((own.transaction_id, footprint, last.version + 1))
             tip = Root(last.version + 1, own.tree, last.info, definition, last.created_at_millis)
             if own.actions.data is None:  # few actions: the others join its version
                 entry = GroupEntry(
@@ -825,8 +864,8 @@ class _Leader:
         holder.defer_refusals()
         try:
             for txn_id, request in holder.claim(self.id):
-                if request is None:
-                    holder.refuse(txn_id)
+                if request is None or not self._ours(request, last):
+                    holder.refuse(txn_id, ours=False)
                     continue
                 log = ActionLog()
                 for action in request.actions:
@@ -840,7 +879,8 @@ class _Leader:
                         # Its writer would begin again at once, as would every
                         # other one refused with it, and all but one would
                         # collide again: held back, they begin one at a time.
-                        self.held_back.append(txn_id)
+                        verdict = self._verdict(request, footprint, last, pending)
+                        self.held_back.append((txn_id, verdict))
                         continue
                     new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
                 except Exception:  # a node that cannot be read, say: its owner publishes it
@@ -854,7 +894,7 @@ class _Leader:
                         request.commit_info,
                     )
                 )
-                pending.append((txn_id, footprint))
+                pending.append((txn_id, footprint, version))
                 tip = Root(version, new_tree, last.info, definition, last.created_at_millis)
             if members:
                 links.append(self._group_link(members, tip.node, definition, own))
@@ -863,12 +903,13 @@ class _Leader:
                 return outcome, 0
             # The writers answered after this round read its root ahead.
             previewed = [t for link in links for t in link.transaction_ids if t != self.id]
-            previewed.extend(self.held_back[:1])
+            previewed.extend(t for t, _ in self.held_back[:1])
+            tip_version = last.version + len(links)
             try:
                 outcome = store.publish_chain(
                     last,
                     links,
-                    placed=lambda: self._send_refusals(holder),
+                    placed=lambda won: self._send_refusals(holder, tip_version if won else None),
                     encoded=lambda v, data: holder.preview(v, data, previewed),
                 )
             except Exception:
@@ -904,20 +945,25 @@ class _Leader:
         finally:
             self._send_refusals(holder)
 
-    def _send_refusals(self, holder: group.Holder) -> None:
+    def _send_refusals(self, holder: group.Holder, placed: int | None = None) -> None:
         """The refusals of this round, and of the next request held back: sent
         as soon as the round's last root is in place, before its folder is
         fsynced and its members answered, so that the writers refused begin
         again on it while the holder finishes (a refused writer only reads
         that root; what it publishes next is made durable by a later fsync of
         the same folder, which makes this root's entry durable too, §3.2 item
-        4). Once per round: the round's end calls it again, to no effect."""
+        4). ``placed``: that root's version, when the storage said the put
+        won, which the refusals then name. Once per round: the round's end
+        calls it again, to no effect."""
         if holder.refusals_sent:
             return
+        if placed is not None and placed > holder.placed:
+            holder.placed = placed
         holder.send_refusals()
         self.refused_one = bool(self.held_back)
         if self.held_back:
-            holder.refuse(self.held_back.pop(0))
+            txn_id, verdict = self.held_back.pop(0)
+            holder.refuse(txn_id, verdict)
 
     def _group_link(
         self,
@@ -962,7 +1008,7 @@ class _Leader:
         footprint: Footprint,
         tip: Root,
         last: Root,
-        pending: Sequence[tuple[str, Footprint]],
+        pending: Sequence[tuple[str, Footprint, int]],
         members: Sequence[Footprint],
     ) -> OverlayState | None:
         """The pending changes of ``request`` (its actions ``log``, their
@@ -974,37 +1020,91 @@ class _Leader:
         §4 would pass and its replay on ``tip`` equals its replay on the
         base; and the version's begin version, the smallest of its
         transactions', hides no dependency (:func:`_begin_hides_a_read`)."""
+        keys, prefixes = _replay_keys(footprint, None)
+        try:
+            committed = self._since_base(request, last, pending)
+            if committed is None or _begin_hides_a_read(self.store, footprint, members):
+                return None
+            for txn_ids, fp, _ in committed:
+                if request.txn_id in txn_ids or fp.rollback:
+                    return None  # published already, or a rollback to refuse it
+                for key in fp.writes:
+                    if key in keys or key.startswith(prefixes):
+                        return None
+            state = OverlayState(self.store, tip)
+            for action in log.writes():
+                apply_write(state, self.keys, action)
+        except (OlympiaError, PreconditionFailed):
+            return None
+        return state
+
+    def _ours(self, request: group.Request, last: Root) -> bool:
+        """Whether ``request`` is on a base of this catalog: the root of its
+        base version, at most ``last``, is the one its writer saw (a request
+        folder may outlive its catalog and be found by a new one)."""
+        if not 0 <= request.base <= last.version:
+            return False
+        try:
+            return self.store.load_root(request.base).info.transaction_id == request.base_id
+        except OlympiaError:
+            return False
+
+    def _since_base(
+        self,
+        request: group.Request,
+        last: Root,
+        pending: Sequence[tuple[str, Footprint, int]],
+    ) -> list[tuple[Sequence[str], Footprint, int]] | None:
+        """What was published above ``request``'s base up to ``last``, and
+        what is about to be (``pending``): each transaction ids, footprint
+        and version, oldest first; None when the holder may not judge the
+        request (an unknown isolation level, a base outside the window, or
+        a request of another catalog, whose folder this one found).
+
+        Raises:
+            OlympiaError: a version's root cannot be read."""
         store = self.store
         base, latest = request.base, last.version
         if (
             request.isolation not in ISOLATION_LEVELS
             or not request.begin <= base <= latest
             or latest - base > _GROUP_WINDOW
+            or store.load_root(base).info.transaction_id != request.base_id
         ):
             return None
-        keys, prefixes = _replay_keys(footprint, None)
+        window: list[tuple[Sequence[str], Footprint, int]] = [
+            (store.load_root(v).info.transaction_ids, footprint_of(store, v), v)
+            for v in range(base + 1, latest + 1)
+        ]
+        window.extend(((txn_id,), fp, version) for txn_id, fp, version in pending)
+        return window
+
+    def _verdict(
+        self,
+        request: group.Request,
+        footprint: Footprint,
+        last: Root,
+        pending: Sequence[tuple[str, Footprint, int]],
+    ) -> group.Verdict | None:
+        """Why ``request`` (its actions' ``footprint``), not admitted, would
+        fail its writer's rebase (§3.2 item 4, verdicts): the rules of §4.1
+        in the order the writer applies them (§3 step 3), version by version
+        above its base, oldest first, through ``pending``; None when none
+        refuses it (it was held back for another reason: its writer rebases
+        and may commit) or the holder may not judge it."""
         try:
-            if store.load_root(base).info.transaction_id != request.base_id:
-                return None  # a request of another catalog (whose folder this one found)
-            if _begin_hides_a_read(store, footprint, members):
-                return None
-            committed: list[tuple[Sequence[str], Footprint]] = [
-                (store.load_root(v).info.transaction_ids, footprint_of(store, v))
-                for v in range(base + 1, latest + 1)
-            ]
-            committed.extend(((txn_id,), fp) for txn_id, fp in pending)
-            for txn_ids, fp in committed:
-                if request.txn_id in txn_ids or fp.rollback:
-                    return None  # published already, or a rollback to refuse it
-                for key in fp.writes:
-                    if key in keys or key.startswith(prefixes):
-                        return None
-            state = OverlayState(store, tip)
-            for action in log.writes():
-                apply_write(state, self.keys, action)
-        except (OlympiaError, PreconditionFailed):
+            window = self._since_base(request, last, pending)
+        except OlympiaError:
             return None
-        return state
+        for txn_ids, fp, version in window or ():
+            if request.txn_id in txn_ids:
+                return None  # published already: its writer finds it so
+            if fp.rollback:
+                return group.Verdict(version, "catalog-rollback")
+            key = write_overlap(footprint, fp)
+            if key is not None:
+                return group.Verdict(version, "write-write", key)
+        return None
 
 
 def _begin_hides_a_read(

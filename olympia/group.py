@@ -110,6 +110,45 @@ class Request:
     commit_info: CommitInfo | None = None
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Why a request the holder refuses would fail its writer's own checks
+    (spec/transactions.md §3.2 item 4, verdicts): the first version above
+    the request's base that a rule of §4.1 refuses it for, the rule
+    (``write-write`` or ``catalog-rollback``), and for ``write-write`` the
+    key that version and the request both wrote."""
+
+    version: int
+    rule: str
+    key: str = ""
+
+
+#: The rules a refusal may name, with whether the verdict names a key.
+VERDICT_RULES = {"write-write": True, "catalog-rollback": False}
+
+
+def _verdict_words(verdict: Verdict) -> str:
+    key = verdict.key.encode("utf-8", "surrogatepass").hex() if verdict.key else "-"
+    return f"conflict {verdict.version} {verdict.rule} {key}"
+
+
+def _parse_verdict(words: list[str], placed: int) -> Verdict | None:
+    """The verdict of ``conflict <version> <rule> <key in hex, or ->``, if
+    well formed and about a version no later than ``placed``."""
+    if len(words) != 4 or words[0] != "conflict" or not words[1].isdigit():
+        return None
+    version, rule, key_hex = int(words[1]), words[2], words[3]
+    if rule not in VERDICT_RULES or not 0 < version <= placed:
+        return None
+    if not VERDICT_RULES[rule]:
+        return Verdict(version, rule) if key_hex == "-" else None
+    try:
+        key = bytes.fromhex(key_hex).decode("utf-8")
+    except ValueError:
+        return None
+    return Verdict(version, rule, key) if key else None
+
+
 def encode(request: Request) -> bytes:
     info = request.commit_info if request.commit_info is not None else CommitInfo()
     header = {
@@ -257,6 +296,9 @@ class Member:
         #: From the last answer: the last version its holder published (or,
         #: refused, the last one it placed; -1 when the answer did not say).
         self.latest = -1
+        #: From the last answer, a refusal: why the request would fail its
+        #: writer's checks, if the holder said (spec §3.2 item 4, verdicts).
+        self.verdict: Verdict | None = None
         #: The version of the last preview read (see :meth:`preview`).
         self._previewed = -1
         self._wake = os.path.join(folder, txn_id + _WAKE)
@@ -313,6 +355,7 @@ class Member:
             os.unlink(self._outcome)
         self.pending = False
         self.latest = -1
+        self.verdict = None
         words = text.split()
         # ``committed <version> <last> [<transactions in the version>]``
         if len(words) in (3, 4) and words[0] == "committed":
@@ -322,9 +365,11 @@ class Member:
                 note_companions(self.folder, size - 1)
                 return int(words[1])
             self.latest = -1
-        # ``refused [<placed>]``
-        elif len(words) == 2 and words[0] == _REFUSED and words[1].isdigit():
+        # ``refused [<placed> [conflict <version> <rule> <key>]]``
+        elif len(words) in (2, 6) and words[0] == _REFUSED and words[1].isdigit():
             self.latest = int(words[1])
+            if len(words) == 6:
+                self.verdict = _parse_verdict(words[2:], self.latest)
         return None
 
     def preview(self, named_only: bool = False) -> tuple[int, bytes] | None:
@@ -385,7 +430,7 @@ class Holder:
         self._answered = 0
         self._bell: int | None = None
         self._bell_opened = False
-        self._refusals: list[str] | None = None
+        self._refusals: list[tuple[str, Verdict | None, bool]] | None = None
         #: No refusal is held back (:meth:`send_refusals` ran since the last
         #: :meth:`defer_refusals`).
         self.refusals_sent = True
@@ -530,13 +575,18 @@ class Holder:
         self._answered += 1
         self._answer(txn_id, f"committed {version} {latest} {size}")
 
-    def refuse(self, txn_id: str) -> None:
-        """Answer: not published (its writer publishes it itself); held back
-        until :meth:`send_refusals` after :meth:`defer_refusals`."""
+    def refuse(self, txn_id: str, verdict: Verdict | None = None, ours: bool = True) -> None:
+        """Answer: not published (its writer publishes it itself, or fails
+        as ``verdict`` says); held back until :meth:`send_refusals` after
+        :meth:`defer_refusals`. A request not known to be of this catalog
+        (``ours`` False: unreadable, or on a base whose root is not the one
+        its writer saw) gets a plain ``refused``: a version of this catalog
+        named to a writer of another would have it take this catalog's root
+        as its own."""
         if self._refusals is not None:
-            self._refusals.append(txn_id)
+            self._refusals.append((txn_id, verdict, ours))
         else:
-            self._answer(txn_id, self._refusal())
+            self._answer(txn_id, self._refusal(verdict) if ours else _REFUSED)
 
     def defer_refusals(self) -> None:
         """Hold the refusals back until :meth:`send_refusals`."""
@@ -548,12 +598,17 @@ class Holder:
         """Send the refusals held back, and hold no more back."""
         refusals, self._refusals = self._refusals, None
         self.refusals_sent = True
-        for txn_id in refusals or ():
-            self._answer(txn_id, self._refusal())
+        for txn_id, verdict, ours in refusals or ():
+            self._answer(txn_id, self._refusal(verdict) if ours else _REFUSED)
 
-    def _refusal(self) -> str:
-        """``refused``, with the last version this holder placed if any."""
-        return _REFUSED if self.placed < 0 else f"{_REFUSED} {self.placed}"
+    def _refusal(self, verdict: Verdict | None = None) -> str:
+        """``refused``, with the last version this holder placed if any, and
+        ``verdict`` if it is about a version no later than that one."""
+        if self.placed < 0:
+            return _REFUSED
+        if verdict is None or verdict.version > self.placed:
+            return f"{_REFUSED} {self.placed}"
+        return f"{_REFUSED} {self.placed} {_verdict_words(verdict)}"
 
     def give_back(self, txn_id: str) -> None:
         """Put a claimed request back, unanswered, for the next holder (the

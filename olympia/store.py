@@ -59,7 +59,7 @@ from olympia.errors import (
 from olympia.node import ChildRef, DefRef, Node, Value
 from olympia.objects import parse
 from olympia.proto.objects_pb2 import CatalogDefinition
-from olympia.storage.base import PutGroup, Staged, Storage
+from olympia.storage.base import Placed, PutGroup, Staged, Storage
 
 _WRITE_WORKERS = 16
 
@@ -1104,7 +1104,7 @@ class CatalogStore:
         begin_version: int | None = None,
         isolation: str = "",
         serialized_before: Sequence[int] = (),
-        after_put: Callable[[], None] | None = None,
+        after_put: Placed | None = None,
         written_since: int | None = None,
         rollback_to_version: int | None = None,
         commit_info: CommitInfo | None = None,
@@ -1121,8 +1121,9 @@ class CatalogStore:
 
         ``after_put`` is called once the outcome of the put of the root is
         visible, perhaps before it is durable (the caller lets go of the
-        host's publish lock there, spec/transactions.md §3.1); it may be
-        called more than once. ``written_since`` is the creation time of
+        host's publish lock there, spec/transactions.md §3.1), with whether
+        the put is known to have won (:data:`Placed`); it may be called more
+        than once. ``written_since`` is the creation time of
         the oldest file the root depends on that the caller wrote earlier
         (a distributed transaction's first state), for the commit time
         limit (spec/transactions.md §8.5). ``rollback_to_version`` is the
@@ -1249,13 +1250,14 @@ class CatalogStore:
         self,
         base: Root,
         links: Sequence[ChainLink],
-        placed: Callable[[], None] | None = None,
+        placed: Placed | None = None,
         encoded: Callable[[int, bytes], None] | None = None,
     ) -> ChainOutcome:
         """Publish ``links[i]`` as version ``base.version + 1 + i``, each root
         built on the one before (group commit, spec/transactions.md §3.2).
         ``placed`` is called once the last root is in place (readers find it)
-        and before its folder is made durable, where the storage tells;
+        and before its folder is made durable, where the storage tells, with
+        whether that root is known to be this call's (:data:`Placed`);
         ``encoded`` with the last root's version and bytes once they are
         encoded, before anything is made durable or put.
 
@@ -1371,7 +1373,7 @@ class CatalogStore:
         version: int,
         staged: Staged,
         data: bytes,
-        placed: Callable[[], None] | None,
+        placed: Placed | None,
         written: tuple[int, int],
         read_along: int = 0,
         *,
@@ -1454,7 +1456,7 @@ class CatalogStore:
         self,
         version: int,
         staged: Staged,
-        placed: Callable[[], None] | None,
+        placed: Placed | None,
         read_along: int,
         clock: int,
     ) -> None:

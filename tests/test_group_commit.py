@@ -23,6 +23,7 @@ import pytest
 import olympia
 from olympia import commit as commit_module
 from olympia import group, layout
+from olympia.definition import key_codec
 from olympia.proto import actions_pb2 as apb
 from olympia.storage import hostlock
 from olympia.storage.hostlock import HostLock
@@ -337,11 +338,10 @@ def test_an_unreadable_request_is_refused(tmp_path: Path) -> None:
     Path(folder, "old-build.req").write_bytes(old.replace(b'"v":2,', b""))
     with cat.begin() as txn:  # the lock is free: this writer holds it and looks
         txn.update_table("w0", "t", metadata_location="s3://data/w0/v1.json")
-    # Refused as the holder's version went in place, before it knew its
-    # put had won: the refusals name no version.
-    assert Path(folder, "garbage.out").read_text() == "refused"
-    assert Path(folder, "other.out").read_text() == "refused"
-    assert Path(folder, "old-build.out").read_text() == "refused"
+    # Not known to be requests of this catalog: plain refusals, although the
+    # holder's put won (a version named would be taken as the writer's own).
+    for name in ("garbage", "other", "old-build"):
+        assert Path(folder, f"{name}.out").read_text() == "refused"
     assert not _requests(folder)
 
 
@@ -721,11 +721,11 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     def chain(
         self: CatalogStore, base: Any, links: Any, placed: Any = None, encoded: Any = None
     ) -> Any:
-        def in_place() -> None:  # may be called more than once
-            if "in place" not in events:
-                events.append("in place")
+        def in_place(won: bool) -> None:  # may be called more than once
+            if not any(e.startswith("in place") for e in events):
+                events.append(f"in place {won}")
             if placed is not None:
-                placed()
+                placed(won)
 
         outcome = real_chain(self, base, links, in_place, encoded)
         events.append(f"published {len(outcome.published)}")
@@ -750,25 +750,34 @@ def test_requests_of_a_hot_object_are_refused_one_at_a_time_after_the_version(
     # The holder's version went out first; every refusal came after it, the
     # first one as soon as the root was in place, before publishing ended
     # (the folder's fsync), the others one by one after it.
-    assert events[0] == "in place"
+    assert events[0] == "in place True"
     assert events[1].startswith("refused") and events[2] == "published 1"
     refusals = [e for e in events if e.startswith("refused")]
     assert len(refusals) == 3 and events[3:] == refusals[1:]
     assert sorted(e.split()[1] for e in refusals) == sorted(t.txn.id for t in lost)
-    # The first refusal went out before the holder knew its put had won, so
-    # it names no version; the others name the version in place.
-    assert texts == ["refused", f"refused {base + 1}", f"refused {base + 1}"]
+    # Every refusal names the version in place, the storage having said the
+    # holder's put won, and the verdict: that version wrote the table each
+    # writer changes (spec §3.2 item 4, verdicts).
+    key = key_codec(cat.store.load_latest().definition).table("w0", "t").encode().hex()
+    assert texts == [f"refused {base + 1} conflict {base + 1} write-write {key}"] * 3
+    assert {(t.outcome.version, t.outcome.rule) for t in lost} == {(base + 1, "write-write")}
 
 
+@pytest.mark.parametrize("verdicts", [True, False])
 def test_a_refused_writer_decodes_the_root_it_was_previewed_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: bool
 ) -> None:
     """Writers that all updated one table: each refused writer decodes the
     new version's root once, whether it came as a preview named for it
     (decoded while the holder made the put durable) or as the root file its
     rebase reads (the same bytes: the preview's decode is taken, spec §3.2
-    item 4); the holder decodes none."""
+    item 4); the holder decodes none. Without verdicts (as for a writer
+    with a content-merge hook) every refused writer rebases, and reads the
+    root file whose bytes it previewed."""
     from olympia import store as store_module
+
+    if not verdicts:
+        monkeypatch.setattr(commit_module.Commit, "_take_verdict", lambda self, verdict: None)
 
     uri = str(tmp_path / "cat")
     cat = _catalog(uri)
@@ -789,7 +798,12 @@ def test_a_refused_writer_decodes_the_root_it_was_previewed_once(
     won = [t for t in threads if isinstance(t.outcome, int)]
     assert len(won) == 1 and len(lost) == 3
     assert decodes[won[0].name] == 0
-    assert {decodes[t.name] for t in lost} == {1}
+    if verdicts:
+        # At most once: a refused writer that came with a verdict does not
+        # rebase, and decodes the root only if it read the preview.
+        assert {decodes[t.name] for t in lost} <= {0, 1}
+    else:
+        assert {decodes[t.name] for t in lost} == {1}
     # Bytes that differ from the kept preview are decoded: what the file
     # holds is what a reader gets.
     fresh = olympia.load_catalog(uri)
@@ -909,7 +923,7 @@ def test_a_turn_with_nothing_held_back_ends_after_its_first_version(tmp_path: Pa
     leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
     assert _requests(folder) == {waiting.id} and cat.version == last.version
     # With one held back (its refusal to pace), the next round publishes it.
-    leader.held_back.append("someone-refused")
+    leader.held_back.append(("someone-refused", None))
     leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
     leader.refuse_all(holder)
     assert member.answer() == last.version + 1
@@ -1197,3 +1211,151 @@ def test_a_writer_woken_for_another_reason_skips_a_preview_not_naming_it(
     holder.refuse("named")
     holder.refuse("other")
     holder.tidy()
+
+
+def test_refusals_carry_a_verdict_that_writers_read_only_when_well_formed(
+    tmp_path: Path,
+) -> None:
+    """The words of a verdict (spec §3.2 item 4, verdicts): a holder adds one
+    only about a version it placed and only for a request of its catalog;
+    a writer reads one only when every word is what the spec allows."""
+    folder = str(tmp_path / "requests")
+    key = "w0 t"
+    holder = group.Holder(folder)
+    member = group.Member(folder, "writer")
+    os.makedirs(folder, mode=0o700)
+
+    def refused_with(text: str) -> group.Member:
+        Path(folder, "writer.out").write_text(text)
+        assert member.answer() is None and not member.pending
+        return member
+
+    verdict = group.Verdict(4, "write-write", key)
+    holder.placed = 3
+    assert holder._refusal(verdict) == "refused 3"  # about a version not placed
+    holder.placed = 4
+    hexed = key.encode().hex()
+    assert holder._refusal(verdict) == f"refused 4 conflict 4 write-write {hexed}"
+    rollback = group.Verdict(2, "catalog-rollback")
+    assert holder._refusal(rollback) == "refused 4 conflict 2 catalog-rollback -"
+    holder.refuse("writer", verdict, ours=False)  # not known to be of this catalog
+    assert Path(folder, "writer.out").read_text() == "refused"
+    holder.refuse("writer", verdict)
+    assert member.answer() is None and member.verdict == verdict and member.latest == 4
+    assert refused_with("refused 4 conflict 2 catalog-rollback -").verdict == rollback
+    for bad in (
+        f"refused 4 conflict 5 write-write {hexed}",  # above the version named
+        f"refused 4 conflict 0 write-write {hexed}",
+        f"refused 4 conflict 4 read-write {hexed}",  # not a rule a verdict names
+        "refused 4 conflict 4 write-write -",  # write-write names a key
+        f"refused 4 conflict 4 catalog-rollback {hexed}",  # a rollback names none
+        "refused 4 conflict 4 write-write zz",  # not hexadecimal
+        "refused 4 conflict 4 write-write ff",  # not UTF-8
+        f"refused 4 verdict 4 write-write {hexed}",
+        f"refused 4 conflict x4 write-write {hexed}",
+    ):
+        assert refused_with(bad).verdict is None, bad
+        assert member.latest == 4
+    assert refused_with(f"refused 4 conflict 4 write-write {hexed} more").verdict is None
+    assert member.latest == -1  # not a refusal this build knows: nothing taken from it
+    assert refused_with("refused 4").verdict is None and member.latest == 4
+
+
+@pytest.mark.parametrize(
+    ("forged", "fails"),
+    [("its own key", True), ("another key", False), ("its base", False)],
+)
+def test_a_writer_takes_a_verdict_only_about_what_it_wrote_after_its_base(
+    tmp_path: Path, forged: str, fails: bool
+) -> None:
+    """A refusal whose verdict names a version above the writer's base and a
+    key the writer writes makes it fail as its rebase would, without reading
+    the versions (trusted as far as a request is); any other verdict is
+    ignored: the writer rebases on what was published and commits."""
+    from olympia.definition import key_codec
+
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri, tables=3)
+    base = cat.version
+    keys = key_codec(cat.store.load_latest().definition)
+    txn = olympia.load_catalog(uri).begin("snapshot")
+    txn.update_table("w0", "t", metadata_location="s3://data/w0/mine.json")
+    folder = _folder(cat)
+    windows: list[str] = []
+    real_window = commit_module.Commit._window
+
+    def window(self: commit_module.Commit, checked: int, latest: int) -> Any:
+        windows.append(threading.current_thread().name)
+        return real_window(self, checked, latest)
+
+    lock = _hold(cat)
+    committer = _Committer(txn)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(commit_module.Commit, "_window", window)
+            committer.start()
+            _wait_for(lambda: txn.id in _requests(folder), "the writer's request")
+            holder = group.Holder(folder)
+            assert [t for t, _ in holder.claim("test")] == [txn.id]
+            # A version the writer does not conflict with, published meanwhile
+            # (this thread holds the lock, so it publishes without it).
+            with olympia.load_catalog(uri).begin() as other:
+                other.update_table("w2", "t", metadata_location="s3://data/w2/other.json")
+            holder.placed = base + 1
+            key = {"its own key": "w0", "another key": "w2", "its base": "w0"}[forged]
+            version = base if forged == "its base" else base + 1
+            holder.refuse(txn.id, group.Verdict(version, "write-write", keys.table(key, "t")))
+            if fails:
+                _wait_for(lambda: not committer.is_alive(), "the writer to fail")
+    finally:
+        lock.release()
+    committer.join(timeout=60)
+    assert not committer.is_alive()
+    view = cat.latest()
+    if fails:
+        assert isinstance(committer.outcome, olympia.CommitConflictError)
+        assert (committer.outcome.rule, committer.outcome.version) == ("write-write", base + 1)
+        assert "w0" in str(committer.outcome)
+        assert committer.name not in windows  # failed without reading the versions
+        assert view.version == base + 1
+    else:
+        assert committer.outcome == base + 2
+        assert view.describe_table("w0", "t").metadata_location == "s3://data/w0/mine.json"
+    assert view.describe_table("w2", "t").metadata_location == "s3://data/w2/other.json"
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_writers_with_a_content_merge_hook_ignore_verdicts_and_all_commit(
+    tmp_path: Path, isolation: str
+) -> None:
+    """Appends to one hot table by writers with a content-merge hook: the
+    holder holds their requests back and refuses them with a write-write
+    verdict, which the hook could overturn, so each writer rebases and its
+    hook merges: every append is in the table, none fails."""
+    from test_content_merge import UnionMerge
+
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    base = cat.version
+    texts: list[str] = []
+    real_answer = group.Holder._answer
+
+    def answer(self: group.Holder, txn_id: str, text: str) -> None:
+        texts.append(text)
+        real_answer(self, txn_id, text)
+
+    txns = []
+    for i in range(3):
+        txn = olympia.load_catalog(uri).begin(isolation)
+        current = txn.describe_table("w0", "t").metadata_location
+        txn.update_table("w0", "t", metadata_location=f"{current},p{i}")
+        txn.set_content_merge(UnionMerge(txn, [("w0", "t")]))
+        txns.append(txn)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(group.Holder, "_answer", answer)
+        threads = _commit_while_held(cat, txns)
+    assert all(isinstance(t.outcome, int) for t in threads), [t.outcome for t in threads]
+    assert sorted(t.outcome for t in threads) == [base + 1, base + 2, base + 3]
+    parts = cat.latest().describe_table("w0", "t").metadata_location.split(",")
+    assert sorted(parts) == ["p0", "p1", "p2", "s3://data/w0/v0.json"]
+    assert any(" conflict " in text for text in texts)  # verdicts were sent, and ignored

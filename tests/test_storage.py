@@ -1009,3 +1009,23 @@ def test_s3_storages_share_a_client_only_with_equal_options(s3_location: Locatio
     assert first._fs.key == options["key"]  # type: ignore[attr-defined]
     tuned = open_storage(uri, {**options, "config_kwargs": {"max_pool_connections": 8}})
     assert tuned._fs is not first._fs  # type: ignore[attr-defined]
+
+
+def test_placed_says_whether_the_put_won(storage: Storage) -> None:
+    """``placed`` (group commit names a version in refusals only once its put
+    won, spec/transactions.md §3.2 item 4): True first when this put's file
+    is in place, never True when the path held other bytes."""
+    calls: list[bool] = []
+    storage.put_staged("vn/a", storage.stage(b"mine"), placed=calls.append)
+    assert calls and calls[0] is True
+    calls.clear()
+    with pytest.raises(StorageFileExistsError):
+        storage.put_staged("vn/a", storage.stage(b"theirs"), placed=calls.append)
+    assert calls and True not in calls
+    calls.clear()
+    outcome = storage.put_staged_reading("vn/a", storage.stage(b"other"), ["vn/a"], calls.append)
+    assert outcome.taken and calls and True not in calls
+    calls.clear()
+    outcome = storage.put_staged_reading("vn/b", storage.stage(b"new"), ["vn/b"], calls.append)
+    assert not outcome.taken and calls and calls[0] is True
+    assert storage.read("vn/a") == b"mine" and storage.read("vn/b") == b"new"

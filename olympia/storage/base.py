@@ -68,6 +68,10 @@ class Staged:
 
 #: Runs a call in the background (``ThreadPoolExecutor.submit``).
 Submit = Callable[[Callable[[], None]], "Future[None]"]
+#: Told once readers can see the outcome of a put (:meth:`Storage.put_staged`):
+#: True when the file in place is known to be this put's, False otherwise
+#: (lost, failed, or not known yet).
+Placed = Callable[[bool], None]
 
 
 class PutGroup:
@@ -195,27 +199,28 @@ class Storage(ABC):
         """A :class:`PutGroup` whose background work runs on ``submit``."""
         return PutGroup(self, submit)
 
-    def put_staged(
-        self, path: str, staged: Staged, placed: Callable[[], None] | None = None
-    ) -> None:
+    def put_staged(self, path: str, staged: Staged, placed: Placed | None = None) -> None:
         """:meth:`put_if_absent` of ``staged.data``, with the same contract.
 
         ``placed`` is called once readers can see the outcome (the file in
         place, or the path found taken), possibly before the backend has made
-        it durable and returned; it may be called again and must be
-        idempotent."""
+        it durable and returned, with True when the file in place is known to
+        hold ``staged.data`` (this put won) and False otherwise; it may be
+        called again and must act on its first call only."""
+        won = False
         try:
             self.put_if_absent(path, staged.data)
+            won = True
         finally:
             if placed is not None:
-                placed()
+                placed(won)
 
     def put_staged_reading(
         self,
         path: str,
         staged: Staged,
         reads: Sequence[str],
-        placed: Callable[[], None] | None = None,
+        placed: Placed | None = None,
     ) -> PutAndReads:
         """:meth:`put_staged`, and :meth:`read_many` of ``reads`` for the case
         that the put loses: a remote backend sends the reads together with

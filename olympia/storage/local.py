@@ -42,7 +42,7 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import PutGroup, Staged, Storage, Submit, check_path
+from olympia.storage.base import Placed, PutGroup, Staged, Storage, Submit, check_path
 from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
 
 #: Folder under the catalog root that holds in-flight temporary files. It is
@@ -162,9 +162,7 @@ class LocalStorage(Storage):
         with self._translating("stage", TMP_DIR):
             return _LocalStaged(data, self._write_temp(data), self)
 
-    def put_staged(
-        self, path: str, staged: Staged, placed: Callable[[], None] | None = None
-    ) -> None:
+    def put_staged(self, path: str, staged: Staged, placed: Placed | None = None) -> None:
         if not isinstance(staged, _LocalStaged) or staged.owner is not self or staged.tmp is None:
             super().put_staged(path, staged, placed)  # staged elsewhere, or used already
             return
@@ -176,7 +174,7 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
             if placed is not None:
-                placed()
+                placed(False)  # a call after the link's has no effect
 
     def put_group(self, submit: Submit) -> PutGroup:
         return _LocalPutGroup(self, submit)
@@ -187,13 +185,14 @@ class LocalStorage(Storage):
         full: str,
         tmp: str,
         data: bytes,
-        placed: Callable[[], None] | None = None,
+        placed: Placed | None = None,
         sync_folder: bool = True,
     ) -> bool:
         """Link the temporary file ``tmp`` (holding ``data``) to ``full``
         unless a file is there: the put-if-absent step of every put. Return
         whether it linked (False: ``full`` already held ``data``). ``placed``
-        is called right after the link, before the folder is fsynced; with
+        is called with True right after the link, before the folder is
+        fsynced; with
         ``sync_folder``, a new link is made durable before returning."""
         with self._translating("put_if_absent", path):
             try:
@@ -210,7 +209,7 @@ class LocalStorage(Storage):
                 raise
             else:
                 if placed is not None:
-                    placed()
+                    placed(True)
                 if sync_folder:
                     _fsync_dir(os.path.dirname(full))
                 return True

@@ -45,7 +45,7 @@ from olympia.errors import (
     StorageFileExistsError,
     StorageFileNotFoundError,
 )
-from olympia.storage.base import PutAndReads, Staged, Storage, check_path
+from olympia.storage.base import Placed, PutAndReads, Staged, Storage, check_path
 from olympia.storage.hostlock import DEFAULT_WAIT_SECONDS, FileHostLock, HostLock, group_folder
 from olympia.storage.options import s3fs_options
 
@@ -285,7 +285,7 @@ class S3Storage(Storage):
         path: str,
         staged: Staged,
         reads: Sequence[str],
-        placed: Callable[[], None] | None = None,
+        placed: Placed | None = None,
     ) -> PutAndReads:
         """The put and the reads in one gather on s3fs's event loop: one
         round trip for all of them."""
@@ -301,12 +301,15 @@ class S3Storage(Storage):
             )
             return bool(created), list(replies)
 
+        created = False
         try:
             with self._translating("put_if_absent", path):
                 created, replies = fsspec.asyn.sync(fs.loop, every)
         finally:
             if placed is not None:
-                placed()
+                # Won only when this PUT created the object (a 412 whose
+                # object holds these bytes is told apart only below).
+                placed(created)
         if created:
             return PutAndReads(False, None, [])
         found = replies[asked.index(path)] if path in asked else None
