@@ -649,7 +649,7 @@ class Commit:
         if version <= self.target.version:
             return
         with contextlib.suppress(OlympiaError):
-            self.preview = self.store.decode_root_apart(version, data, keep=True)
+            self.preview = self.store.decode_root_apart(version, data)
 
     def _ask(self) -> bool:
         """Leave a group-commit request on the base checked so far, unless

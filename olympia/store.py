@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NoReturn, cast
+from typing import NoReturn
 
 from olympia import layout, tree
 from olympia.codec import (
@@ -334,11 +334,6 @@ class CatalogStore:
         #: The roots read along with a put that lost (see :meth:`commit`),
         #: by the lost root's path: (the clock before the reads, the replies).
         self._lost_reads = _LRU(4)
-        #: Roots decoded apart (group-commit previews) with the bytes they
-        #: came from, by path: a root file read later with the same bytes is
-        #: that root, and is not decoded again (spec/transactions.md §3.2
-        #: item 4: a refused writer reads the root its preview showed).
-        self._apart = _LRU(2)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._hint_write: Future[None] | None = None
@@ -371,7 +366,6 @@ class CatalogStore:
             self._raw_roots,
             self.derived,
             self._lost_reads,
-            self._apart,
         ):
             cache.reset_lock()
 
@@ -532,23 +526,17 @@ class CatalogStore:
         self._roots.put(root.path, root)
         return root
 
-    def decode_root_apart(self, version: int, data: bytes, keep: bool = False) -> Root:
+    def decode_root_apart(self, version: int, data: bytes) -> Root:
         """The root of ``version`` from ``data``, checked as any root file
-        is, but not cached as that version's root: bytes that are not yet (or
-        may never be) that version's root file, such as a group-commit
-        preview (spec/transactions.md §3.2 item 4); :meth:`adopt_root` caches
-        it once it is known to be. With ``keep``, the decoded root is kept
-        beside ``data`` (the last two such): decoding the same bytes again,
-        read from the root file, returns it.
+        is, but not cached: bytes that are not yet (or may never be) that
+        version's root file, such as a group-commit preview (spec/transactions.md
+        §3.2 item 4); :meth:`adopt_root` caches it once it is known to be.
 
         Raises:
             VersionNotFoundError: ``data`` is an expired-root marker.
             CorruptCatalogError: ``data`` is not the root of ``version``.
         """
         path = layout.root_path(version)
-        kept = self._apart.get(path)
-        if isinstance(kept, tuple) and kept[0] == data:
-            return cast(Root, kept[1])
         if layout.is_expired_root(data):
             raise VersionNotFoundError(
                 f"version {version} was expired (its root file is an expired-root marker)"
@@ -558,16 +546,13 @@ class CatalogStore:
             raise CorruptCatalogError(
                 f"root file {path} does not hold the root of version {version}"
             )
-        root = Root(
+        return Root(
             version=version,
             node=nf.node,
             info=nf.root,
             definition=parse_root_definition(nf, path),
             created_at_millis=nf.created_at_millis,
         )
-        if keep:
-            self._apart.put(path, (bytes(data), root))
-        return root
 
     def adopt_root(self, root: Root) -> None:
         """Cache ``root`` (from :meth:`decode_root_apart`) as the root of its
