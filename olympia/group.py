@@ -586,7 +586,7 @@ class Holder:
         if self._refusals is not None:
             self._refusals.append((txn_id, verdict, ours))
         else:
-            self._answer(txn_id, self._refusal(verdict) if ours else _REFUSED)
+            self._answer(txn_id, self._refusal(verdict, ours))
 
     def defer_refusals(self) -> None:
         """Hold the refusals back until :meth:`send_refusals`."""
@@ -599,12 +599,13 @@ class Holder:
         refusals, self._refusals = self._refusals, None
         self.refusals_sent = True
         for txn_id, verdict, ours in refusals or ():
-            self._answer(txn_id, self._refusal(verdict) if ours else _REFUSED)
+            self._answer(txn_id, self._refusal(verdict, ours))
 
-    def _refusal(self, verdict: Verdict | None = None) -> str:
-        """``refused``, with the last version this holder placed if any, and
-        ``verdict`` if it is about a version no later than that one."""
-        if self.placed < 0:
+    def _refusal(self, verdict: Verdict | None = None, ours: bool = True) -> str:
+        """``refused``, with the last version this holder placed if any (and
+        the request is ``ours``), and ``verdict`` if it is about a version no
+        later than that one."""
+        if self.placed < 0 or not ours:
             return _REFUSED
         if verdict is None or verdict.version > self.placed:
             return f"{_REFUSED} {self.placed}"
