@@ -24,6 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from olympia import arrowfile
+from olympia.arrowfile import META_CHECKSUM as META_CHECKSUM
+from olympia.arrowfile import META_MAGIC as META_MAGIC
+from olympia.arrowfile import META_VERSION as META_VERSION
 from olympia.errors import CorruptCatalogError, InvalidArgumentError, InvalidArgumentTypeError
 from olympia.layout import MAX_VERSION, parse_inline_ref
 from olympia.node import DefRef, Node, Value
@@ -46,10 +50,6 @@ SUPPORTED_FORMAT_VERSIONS = (1, 2)
 INLINE_ACTIONS_MAX = 64
 INLINE_ACTION_BYTES_MAX = 16 * 1024
 MAX_HEIGHT = 64
-
-META_MAGIC = b"olympia.magic"
-META_VERSION = b"olympia.format-version"
-META_CHECKSUM = b"olympia.checksum"
 
 SCHEMA = pa.schema(
     [
@@ -485,6 +485,20 @@ def _write_file(
     compression: str | None,
     uncounted: int = 0,
 ) -> bytes:
+    if arrowfile.ENABLED:
+        laid_out = [
+            arrowfile.text_column(keys),
+            arrowfile.column(values),
+            arrowfile.text_column(defs),
+            arrowfile.text_column(children),
+        ]
+        if compression == "none" or (
+            sum(c.size for c in laid_out) - uncounted < COMPRESSION_MIN_BYTES
+        ):
+            crc_ = arrowfile.checksum(laid_out)
+            written = arrowfile.write(SCHEMA, magic, format_version, laid_out, crc_)
+            if written is not None:
+                return written
     arrays = [
         pa.array(keys, pa.utf8()),
         pa.array(values, pa.binary()),
@@ -812,6 +826,14 @@ def _read_rows(
     """Open an Arrow IPC file of the node schema and verify magic, version,
     schema, buffers and (with ``checksum``) the CRC; return (format version,
     keys, values, defs, children)."""
+    laid_out = arrowfile.read(data, SCHEMA, magic, versions)
+    if laid_out is not None:  # laid out as this implementation writes (arrowfile)
+        version, stated, crc, (keys, values, defs, children) = laid_out
+        if checksum and crc != stated:
+            raise bad("checksum mismatch")
+        if None in keys:
+            raise bad("null key")
+        return version, keys, values, defs, children
     try:
         reader = pa.ipc.open_file(pa.BufferReader(data))
         schema = reader.schema
@@ -874,6 +896,36 @@ def _system_rows(
             raise bad(f"system key {k} is null or repeated")
         system[k] = v
     return system
+
+
+def inline_nodes_of(data: bytes, path: str, version: int) -> tuple[bytes, ...]:
+    """The inline nodes (``$node.<i>`` rows, in order) of the root file
+    ``data`` of ``version``, after the checks a reader makes before it takes
+    one (spec/format.md §3.6, "Readers"): a node file (§3.1: magic, format
+    version, schema, buffers, checksum) whose system rows say it is the root
+    of ``version`` and number its inline nodes 0 to n-1. The rest of the root
+    is not decoded: the checksum covers the nodes' bytes, and each node is
+    checked in full when it is decoded.
+
+    Raises:
+        CorruptCatalogError: naming ``path``.
+    """
+
+    def bad(why: str) -> CorruptCatalogError:
+        return CorruptCatalogError(f"root file {path} is damaged or not an olympia root: {why}")
+
+    file_version, keys, values, _, _ = _read_rows(data, MAGIC, SUPPORTED_FORMAT_VERSIONS, bad)
+    system = _system_rows(keys, values, bad)
+    stated = system.get(K_VERSION, b"").decode("latin-1")
+    if not _is_decimal(stated) or int(stated) != version:
+        raise CorruptCatalogError(f"root file {path} does not hold the root of version {version}")
+    inline = [k for k in system if k.startswith(K_NODE_PREFIX)]
+    if inline and file_version < 2:
+        raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
+    names = [f"{K_NODE_PREFIX}{i}" for i in range(len(inline))]
+    if sorted(inline) != sorted(names):
+        raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
+    return tuple(system[name] for name in names)
 
 
 def decode_node(data: bytes, path: str) -> NodeFile:

@@ -42,6 +42,7 @@ from olympia.codec import (
     decode_node,
     encode_actions,
     encode_node,
+    inline_nodes_of,
     transaction_ids,
 )
 from olympia.definition import commit_time_limit_millis, stored_definition_problem
@@ -329,6 +330,8 @@ class CatalogStore:
         #: Root files read but not decoded yet (the versions a probe steps
         #: over): decoded by :meth:`load_root` if a conflict check needs them.
         self._raw_roots = _LRU(256)
+        #: The inline nodes of roots read only for them (:meth:`_load_inline`).
+        self._inline_blobs = _LRU(256)
         #: Cache for data derived from immutable files (e.g. conflict footprints).
         self.derived = _LRU(cache_size)
         #: The roots read along with a put that lost (see :meth:`commit`),
@@ -364,6 +367,7 @@ class CatalogStore:
             self._values,
             self._roots,
             self._raw_roots,
+            self._inline_blobs,
             self.derived,
             self._lost_reads,
         ):
@@ -412,21 +416,27 @@ class CatalogStore:
         path = layout.root_path(version)
         held = self._roots.get(path)
         if isinstance(held, Root):
-            info = held.info
+            blobs = held.info.inline_nodes
         else:
-            data = self._read_required(path, "root file")
-            if layout.is_expired_root(data):
-                raise MissingFileError(
-                    f"root file {path}, which holds node {ref}, was replaced by an "
-                    f"expired-root marker in the catalog at {self.storage.location}"
-                )
-            info = self._decode_root(version, data).info
-        if index >= len(info.inline_nodes):
+            carried = self._inline_blobs.get(path)
+            if carried is None:
+                data = self._read_required(path, "root file")
+                if layout.is_expired_root(data):
+                    raise MissingFileError(
+                        f"root file {path}, which holds node {ref}, was replaced by an "
+                        f"expired-root marker in the catalog at {self.storage.location}"
+                    )
+                # Only the inline nodes: decoding the rest of an old root
+                # costs more than the node (spec/format.md §3.6, "Readers").
+                carried = inline_nodes_of(data, path, version)
+                self._inline_blobs.put(path, carried)
+            blobs = carried  # type: ignore[assignment]
+        if index >= len(blobs):
             raise CorruptCatalogError(
                 f"node {ref} does not exist: the root of version {version} holds "
-                f"{len(info.inline_nodes)} inline nodes"
+                f"{len(blobs)} inline nodes"
             )
-        nf = decode_node(info.inline_nodes[index], ref)
+        nf = decode_node(blobs[index], ref)
         if nf.root is not None:
             raise CorruptCatalogError(
                 f"inline node {ref} is a root node where a child was expected"

@@ -20,7 +20,17 @@ PACKAGE = ROOT / "olympia"
 LAYERS: list[list[str]] = [
     ["errors", "proto/"],
     ["storage/"],
-    ["layout", "keys", "node", "objects", "codec", "validate", "definition", "changes"],
+    [
+        "layout",
+        "keys",
+        "node",
+        "objects",
+        "arrowfile",
+        "codec",
+        "validate",
+        "definition",
+        "changes",
+    ],
     ["tree"],
     ["store"],
     ["state", "reader", "ops", "conflicts", "actions", "group", "maintenance"],

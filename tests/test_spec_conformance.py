@@ -1182,3 +1182,63 @@ def test_a_catalog_whose_old_markers_went_reads_by_the_spec(tmp_path, monkeypatc
     with pytest.raises(LookupError, match="expired"):
         reader.open_version(3)
     assert reader.open_version(5).is_root
+
+
+def test_an_inline_node_is_taken_from_an_old_root_without_decoding_that_root(tmp_path):
+    """format.md §3.6, "Readers": a reader takes `$node.<i>` from the root
+    of `w` after checking it as a node file that is the root of `w` with its
+    inline nodes numbered 0 to n-1; the rest of that root is not decoded."""
+    cat = _tall_catalog(tmp_path)
+    expected = {n: cat.latest().describe_table("ns", n).metadata_location for n in ("t0", "t5")}
+    fresh = olympia.load_catalog(str(tmp_path / "c"))
+    latest = fresh.latest()
+    assert latest.version == 2
+    assert latest.describe_table("ns", "t0").metadata_location == expected["t0"]
+    assert latest.describe_table("ns", "t5").metadata_location == expected["t5"]
+    old = layout.root_path(1)
+    assert fresh.store._roots.get(old) is None  # never decoded as a root
+    assert fresh.store._inline_blobs.get(old) is not None
+
+
+def _fresh_read_of_t0(tmp_path: Path):
+    return olympia.load_catalog(str(tmp_path / "c")).latest().describe_table("ns", "t0")
+
+
+def test_an_old_root_read_for_its_inline_nodes_is_still_checked(tmp_path):
+    """What a reader checks before taking an inline node (format.md §3.6):
+    the checksum, that the file is the root of the version named, and the
+    numbering of its `$node.<i>` rows; each refused naming the root file."""
+    import dataclasses
+
+    cat = _tall_catalog(tmp_path)
+    storage = cat.store.storage
+    path = layout.root_path(1)
+    good = storage.read(path)
+    assert _fresh_read_of_t0(tmp_path).metadata_location == "s3://b/0.json"
+
+    # A changed byte inside the rows: the checksum fails.
+    nf = decode_node(good, path)
+    assert nf.root is not None
+    at = good.index(nf.root.transaction_id.encode())
+    storage.overwrite(path, good[:at] + bytes([good[at] ^ 0x01]) + good[at + 1 :])
+    with pytest.raises(CorruptCatalogError, match=f"{path}.*checksum"):
+        _fresh_read_of_t0(tmp_path)
+
+    # The root of another version in its place.
+    storage.overwrite(path, storage.read(layout.root_path(2)))
+    with pytest.raises(CorruptCatalogError, match=f"{path} does not hold the root of version 1"):
+        _fresh_read_of_t0(tmp_path)
+
+    # Inline nodes numbered with a gap.
+    storage.overwrite(path, good)
+    _rewrite_root(
+        cat,
+        1,
+        lambda nf: dataclasses.replace(
+            nf,
+            root=dataclasses.replace(nf.root, inline_nodes=()),
+            extra={f"$node.{i + 1}": b for i, b in enumerate(nf.root.inline_nodes)},
+        ),
+    )
+    with pytest.raises(CorruptCatalogError, match="not numbered 0 to"):
+        _fresh_read_of_t0(tmp_path)

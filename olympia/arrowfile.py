@@ -1,0 +1,427 @@
+"""Small node files without pyarrow's per-file set-up (spec/format.md §3.1,
+"How this implementation lays out a file").
+
+A node file is an Arrow IPC file of one fixed schema (four binary-layout
+columns) holding one record batch. Opening a writer or a reader in pyarrow
+costs more than the rows of a one-object commit's nodes: building the
+schema with its metadata, the writer and its options, the arrays, then on
+the way back the footer, the schema and each array's Python objects. This
+module writes such a file directly, from bytes it lays out itself, and reads
+back exactly the files it writes; everything else (a compressed file, a file
+pyarrow wrote, one of several batches, anything damaged) is left to the
+general path in :mod:`olympia.codec`, which reaches its own verdict.
+
+The parts of a file that never change for a given magic and format version
+(the schema message and the footer, apart from the checksum text and the
+body length) come from a file pyarrow writes once per process, so the
+schema's encoding is pyarrow's own; the record batch message is a fixed
+FlatBuffers layout built here (:func:`_batch_header`). The result is a valid
+Arrow IPC file that any Arrow reader opens (the tests read every file both
+ways).
+"""
+
+from __future__ import annotations
+
+import array
+import struct
+import sys
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate, pairwise
+from typing import Any
+
+import pyarrow as pa
+
+#: Written and read here only on a little-endian machine whose C int is 32
+#: bits (Arrow's offsets and FlatBuffers are little-endian).
+ENABLED = sys.byteorder == "little" and array.array("i").itemsize == 4
+
+#: The schema's metadata keys (spec/format.md §3.1).
+META_MAGIC = b"olympia.magic"
+META_VERSION = b"olympia.format-version"
+META_CHECKSUM = b"olympia.checksum"
+
+_FILE_MAGIC = b"ARROW1"
+_CONTINUATION = b"\xff\xff\xff\xff"
+#: Written after the last message, before the footer, as pyarrow does.
+_END_OF_STREAM = _CONTINUATION + bytes(4)
+_CHECKSUM_PLACEHOLDER = b"crc32:00000000"
+_MINUS_ONE = b"\xff\xff\xff\xff"
+_COLUMNS = 4
+_BUFFERS = 3 * _COLUMNS  # validity, offsets, data per column
+
+# The record batch message's FlatBuffers bytes (spec/format.md §3.1): a
+# Message table (version V5, header RecordBatch, bodyLength) and its
+# RecordBatch (length, nodes, buffers), each after its vtable, every 8-byte
+# scalar on an 8-byte boundary of the message.
+_HEADER_SIZE = 352
+_FIXED = struct.Struct(
+    "<I"  # 0: root table at 16
+    "6H"  # 4: Message vtable: size 12, table 24; version @6, header_type @4, header @16, bodyLength @8
+    "iBxh"  # 16: Message table: vtable 12 bytes back, header_type 3, pad, version 4 (V5)
+)
+_MESSAGE_PREFIX = _FIXED.pack(16, 12, 24, 6, 4, 16, 8, 12, 3, 4)  # bytes 0..24
+# 24: bodyLength (q); 32: header -> 56 (I = 24), pad; 40: RecordBatch vtable
+# (size 10, table 24; length @8, nodes @4, buffers @16), pad to 56; 56: the
+# RecordBatch table (vtable 16 bytes back, nodes -> 84), then length (q) at 64.
+_MIDDLE = struct.pack("<I4x5H6xiI", 24, 10, 24, 8, 4, 16, 16, 24)  # bytes 32..64
+# 72: buffers -> 156 (I = 84), pad; 80: pad; 84: 4 nodes; 88: the nodes.
+_NODES_PREFIX = struct.pack("<I4x4xI", 84, _COLUMNS)  # bytes 72..88
+_BUFFERS_PREFIX = struct.pack("<4xI", _BUFFERS)  # bytes 152..160
+_NODES = struct.Struct("<" + "q" * (2 * _COLUMNS))
+_BUFFER_SPANS = struct.Struct("<" + "q" * (2 * _BUFFERS))
+_Q = struct.Struct("<q")
+_I = struct.Struct("<i")
+_MESSAGE_LENGTH = struct.pack("<i", _HEADER_SIZE)
+_METADATA_LENGTH = 8 + _HEADER_SIZE  # what the footer's block says
+
+
+def _batch_header(body_length: int, rows: int, nodes: Sequence[int], spans: Sequence[int]) -> bytes:
+    return b"".join(
+        (
+            _CONTINUATION,
+            _MESSAGE_LENGTH,
+            _MESSAGE_PREFIX,
+            _Q.pack(body_length),
+            _MIDDLE,
+            _Q.pack(rows),
+            _NODES_PREFIX,
+            _NODES.pack(*nodes),
+            _BUFFERS_PREFIX,
+            _BUFFER_SPANS.pack(*spans),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The unchanging parts of a file of one magic and format version."""
+
+    #: The 8 file-magic bytes and the schema message, split around the 8 hex
+    #: digits of the checksum.
+    head: tuple[bytes, bytes]
+    #: The footer split around the 8 hex digits of the checksum and the 8
+    #: bytes of the block's body length.
+    foot: tuple[bytes, bytes, bytes]
+    checksum_first: bool  # in the footer, the checksum comes before the body length
+
+
+_templates: dict[tuple[bytes, int], _Template | None] = {}
+
+
+def _template(schema: pa.Schema, magic: bytes, version: int) -> _Template | None:
+    key = (magic, version)
+    if key not in _templates:
+        _templates[key] = _make_template(schema, magic, version)
+    return _templates[key]
+
+
+def _make_template(schema: pa.Schema, magic: bytes, version: int) -> _Template | None:
+    """Cut the file pyarrow writes for one row into its unchanging parts;
+    None (so: the general path always) when its layout is not the one
+    expected."""
+    meta = {
+        META_MAGIC: magic,
+        META_VERSION: str(version).encode(),
+        META_CHECKSUM: _CHECKSUM_PLACEHOLDER,
+    }
+    with_meta = schema.with_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, with_meta) as writer:
+        writer.write_batch(
+            pa.record_batch([pa.array([b"k"], t) for t in with_meta.types], schema=with_meta)
+        )
+    data = sink.getvalue().to_pybytes()
+    if data[:6] != _FILE_MAGIC or data[-6:] != _FILE_MAGIC or data[8:12] != _CONTINUATION:
+        return None
+    schema_end = 16 + _I.unpack_from(data, 12)[0]
+    footer_length = _I.unpack_from(data, len(data) - 10)[0]
+    footer_start = len(data) - 10 - footer_length
+    batch_meta = _I.unpack_from(data, schema_end + 4)[0]
+    body_end = footer_start - len(_END_OF_STREAM)
+    if data[body_end:footer_start] != _END_OF_STREAM:
+        return None
+    body = body_end - (schema_end + 8 + batch_meta)
+    head, foot = data[:schema_end], _END_OF_STREAM + data[footer_start:]
+    block = struct.pack("<qi4xq", schema_end, 8 + batch_meta, body)
+    if (
+        schema_end % 8
+        or head.count(_CHECKSUM_PLACEHOLDER) != 1
+        or foot.count(_CHECKSUM_PLACEHOLDER) != 1
+        or foot.count(block) != 1
+    ):
+        return None
+    at = head.index(_CHECKSUM_PLACEHOLDER) + 6
+    fat = foot.index(_CHECKSUM_PLACEHOLDER) + 6
+    # The block is (offset, metadata length, padding, body length).
+    bat = foot.index(block)
+    foot = foot[:bat] + struct.pack("<qi4x", schema_end, _METADATA_LENGTH) + foot[bat + 16 :]
+    bat += 16
+    if fat < bat:
+        parts = (foot[:fat], foot[fat + 8 : bat], foot[bat + 8 :])
+    else:
+        parts = (foot[:bat], foot[bat + 8 : fat], foot[fat + 8 :])
+    return _Template(head=(head[:at], head[at + 8 :]), foot=parts, checksum_first=fat < bat)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column laid out as Arrow lays out a binary column."""
+
+    nulls: int
+    validity: bytes  # empty when no row is null
+    offsets: bytes
+    data: bytes
+    crc_lengths: bytes  # the checksum's lengths (-1 for null)
+
+    @property
+    def size(self) -> int:
+        return len(self.validity) + len(self.offsets) + len(self.data)
+
+
+def column(rows: Sequence[bytes | None]) -> Column:
+    """Lay out ``rows`` (bytes or None)."""
+    n = len(rows)
+    nulls = rows.count(None)
+    if nulls == n:
+        return Column(n, bytes((n + 7) // 8), bytes(4 * (n + 1)), b"", _MINUS_ONE * n)
+    if nulls:
+        lengths = [-1 if r is None else len(r) for r in rows]
+        data = b"".join([r for r in rows if r is not None])
+        bits = 0
+        for i, r in enumerate(rows):
+            if r is not None:
+                bits |= 1 << i
+        validity = bits.to_bytes((n + 7) // 8, "little")
+        offsets = array.array("i", accumulate((0 if x < 0 else x for x in lengths), initial=0))
+        return Column(nulls, validity, offsets.tobytes(), data, array.array("i", lengths).tobytes())
+    lengths_ = array.array("i", map(len, rows))  # type: ignore[arg-type]
+    offsets = array.array("i", accumulate(lengths_, initial=0))
+    return Column(0, b"", offsets.tobytes(), b"".join(rows), lengths_.tobytes())  # type: ignore[arg-type]
+
+
+def text_column(rows: Sequence[str | None]) -> Column:
+    """Lay out text rows as their UTF-8 bytes."""
+    if None not in rows:
+        joined = "".join(rows)  # type: ignore[arg-type]
+        if joined.isascii():  # one encode for the whole column
+            lengths = array.array("i", map(len, rows))  # type: ignore[arg-type]
+            offsets = array.array("i", accumulate(lengths, initial=0))
+            return Column(0, b"", offsets.tobytes(), joined.encode("ascii"), lengths.tobytes())
+    return column([None if r is None else r.encode("utf-8") for r in rows])
+
+
+def checksum(columns: Sequence[Column]) -> int:
+    """The CRC of spec/format.md §3.1 over laid-out columns."""
+    crc = 0
+    for c in columns:
+        crc = zlib.crc32(c.crc_lengths, crc)
+        crc = zlib.crc32(c.data, crc)
+    return crc
+
+
+def _padded(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def write(
+    schema: pa.Schema, magic: bytes, version: int, columns: Sequence[Column], crc: int
+) -> bytes | None:
+    """The Arrow IPC file of ``columns`` (uncompressed), or None when this
+    module cannot write it (the caller then uses pyarrow)."""
+    if not ENABLED or len(columns) != _COLUMNS or any(len(c.data) >= 2**31 for c in columns):
+        return None  # (int32 offsets: pyarrow says what is wrong with such a file)
+    template = _template(schema, magic, version)
+    if template is None:
+        return None
+    rows = len(columns[0].offsets) // 4 - 1
+    nodes: list[int] = []
+    spans: list[int] = []
+    body: list[bytes] = []
+    at = 0
+    for c in columns:
+        nodes += (rows, c.nulls)
+        for buffer in (c.validity, c.offsets, c.data):
+            spans += (at, len(buffer))
+            pad = _padded(len(buffer)) - len(buffer)
+            body.append(buffer)
+            if pad:
+                body.append(bytes(pad))
+            at += len(buffer) + pad
+    hex_digits = b"%08x" % crc
+    length = _Q.pack(at)
+    first, second = (hex_digits, length) if template.checksum_first else (length, hex_digits)
+    foot = template.foot
+    footer = b"".join((foot[0], first, foot[1], second, foot[2]))  # after the end of stream
+    return b"".join(
+        (
+            template.head[0],
+            hex_digits,
+            template.head[1],
+            _batch_header(at, rows, nodes, spans),
+            *body,
+            footer,
+            _I.pack(len(footer) - len(_END_OF_STREAM)),
+            _FILE_MAGIC,
+        )
+    )
+
+
+#: Which columns hold text (decoded here) rather than bytes.
+_TEXT = (True, False, True, True)
+
+
+def read(
+    data: bytes, schema: pa.Schema, magic: bytes, versions: Sequence[int]
+) -> tuple[int, int, int, list[list[Any]]] | None:
+    """(format version, the checksum the file states, the checksum of its
+    content, the rows of each column: text decoded in the text columns) of a
+    file laid out as :func:`write` lays it out, after checking every offset
+    and length against the file; None for any other file, valid or not, and
+    for text that is not UTF-8, which the caller then reads the general way
+    (and refuses)."""
+    if not ENABLED:
+        return None
+    for version in versions:
+        template = _template(schema, magic, version)
+        if template is None:
+            continue
+        head0, head1 = template.head
+        at = len(head0)
+        if data.startswith(head0) and data.startswith(head1, at + 8):
+            return _read(data, template, version)
+    return None
+
+
+def _read(
+    data: bytes, template: _Template, version: int
+) -> tuple[int, int, int, list[list[Any]]] | None:
+    head0, head1 = template.head
+    hex_at = len(head0)
+    hex_digits = data[hex_at : hex_at + 8]
+    at = hex_at + 8 + len(head1)  # the record batch message
+    n = len(data)
+    if n < at + 8 + _HEADER_SIZE + 10 or not _is_hex(hex_digits):
+        return None
+    if (
+        data[at : at + 8] != _CONTINUATION + _MESSAGE_LENGTH
+        or data[at + 8 : at + 32] != _MESSAGE_PREFIX
+        or data[at + 40 : at + 72] != _MIDDLE
+        or data[at + 80 : at + 96] != _NODES_PREFIX
+        or data[at + 160 : at + 168] != _BUFFERS_PREFIX
+        or data[-6:] != _FILE_MAGIC
+    ):
+        return None
+    body_length = _Q.unpack_from(data, at + 32)[0]
+    rows = _Q.unpack_from(data, at + 72)[0]
+    nodes = _NODES.unpack_from(data, at + 96)
+    spans = _BUFFER_SPANS.unpack_from(data, at + 168)
+    body_at = at + 8 + _HEADER_SIZE
+    footer_length = _I.unpack_from(data, n - 10)[0]
+    footer_at = body_at + body_length
+    if (
+        body_length < 0
+        or footer_length <= 0
+        or footer_at + len(_END_OF_STREAM) + footer_length + 10 != n
+        or not 0 <= rows < 2**31
+    ):
+        return None
+    foot = template.foot
+    length = _Q.pack(body_length)
+    first, second = (hex_digits, length) if template.checksum_first else (length, hex_digits)
+    if data[footer_at : n - 10] != b"".join((foot[0], first, foot[1], second, foot[2])):
+        return None
+    body = memoryview(data)[body_at:footer_at]
+    out: list[list[Any]] = []
+    crc = 0
+    for c in range(_COLUMNS):
+        length_, nulls = nodes[2 * c], nodes[2 * c + 1]
+        if length_ != rows or not 0 <= nulls <= rows:
+            return None
+        got = _column_rows(body, rows, nulls, spans[6 * c : 6 * c + 6], _TEXT[c])
+        if got is None:
+            return None
+        values, crc_lengths, crc_data = got
+        crc = zlib.crc32(crc_data, zlib.crc32(crc_lengths, crc))
+        out.append(values)
+    return version, int(hex_digits, 16), crc, out
+
+
+def _is_hex(digits: bytes) -> bool:
+    return len(digits) == 8 and all(48 <= b <= 57 or 97 <= b <= 102 for b in digits)
+
+
+def _column_rows(
+    body: memoryview, rows: int, nulls: int, spans: Sequence[int], text: bool
+) -> tuple[list[Any], bytes, bytes] | None:
+    """(rows, the checksum's lengths, the checksum's bytes) of one column."""
+    size = len(body)
+    for i in range(0, 6, 2):
+        if min(spans[i], spans[i + 1]) < 0 or spans[i] + spans[i + 1] > size:
+            return None
+    (v_at, v_len, o_at, o_len, d_at, d_len) = spans
+    if o_len < 4 * (rows + 1):
+        return None
+    if nulls == rows:  # a column the node does not use: its offsets do not matter
+        if nulls and v_len < (rows + 7) // 8:
+            return None
+        if any(body[v_at : v_at + (rows + 7) // 8]):
+            return None  # a bit says a row is there (the general path refuses)
+        return [None] * rows, _MINUS_ONE * rows, b""
+    raw_offsets = body[o_at : o_at + 4 * (rows + 1)]
+    offsets = array.array("i")
+    offsets.frombytes(raw_offsets)
+    positions = offsets.tolist()
+    if positions[0] < 0 or positions[-1] > d_len or positions != sorted(positions):
+        return None
+    # Ascending offsets: each 32-bit lane of the difference is one row's length.
+    lengths = (
+        int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")
+    ).to_bytes(4 * rows, "little")
+    data = body[d_at : d_at + d_len].tobytes()
+    if text and data.isascii():
+        source: str | bytes = data.decode("ascii")
+        decode = False
+    else:
+        source, decode = data, text
+    if not nulls:
+        try:
+            if decode:
+                values: list[Any] = [data[a:b].decode("utf-8") for a, b in pairwise(positions)]
+            else:
+                values = [source[a:b] for a, b in pairwise(positions)]
+        except UnicodeDecodeError:
+            return None
+        return values, lengths, data[positions[0] : positions[-1]]
+    if v_len < (rows + 7) // 8:
+        return None
+    bits = int.from_bytes(body[v_at : v_at + (rows + 7) // 8], "little") & ((1 << rows) - 1)
+    if rows - bits.bit_count() != nulls:
+        return None
+    # Every row as if present, then the null rows (one step per null row).
+    pairs = list(pairwise(positions))
+    try:
+        if decode:
+            values = [data[a:b].decode("utf-8") for a, b in pairs]
+        else:
+            values = [source[a:b] for a, b in pairs]
+    except UnicodeDecodeError:
+        return None
+    crc_lengths = array.array("i")
+    crc_lengths.frombytes(lengths)
+    empty_nulls = True
+    missing = ~bits & ((1 << rows) - 1)
+    while missing:
+        low = missing & -missing
+        i = low.bit_length() - 1
+        missing ^= low
+        values[i] = None
+        if crc_lengths[i]:
+            empty_nulls = False
+        crc_lengths[i] = -1
+    if empty_nulls:  # the bytes of the present rows are one run
+        present = data[positions[0] : positions[-1]]
+    else:
+        present = b"".join([data[a:b] for (a, b), v in zip(pairs, values) if v is not None])
+    return values, crc_lengths.tobytes(), present

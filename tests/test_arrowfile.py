@@ -1,0 +1,226 @@
+"""olympia.arrowfile: node files laid out without pyarrow's writer are valid
+Arrow IPC files that pyarrow reads back to the same rows, and the reader of
+that layout agrees with the general one on every file, valid or damaged."""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from olympia import arrowfile
+from olympia.codec import (
+    MAGIC,
+    META_CHECKSUM,
+    META_MAGIC,
+    META_VERSION,
+    SCHEMA,
+    SUPPORTED_FORMAT_VERSIONS,
+    NodeFile,
+    _checksum,
+    _read_rows,
+    _utf8,
+    _write_file,
+    decode_node,
+    encode_node,
+)
+from olympia.errors import CorruptCatalogError
+from olympia.node import Node
+
+pytestmark = pytest.mark.skipif(not arrowfile.ENABLED, reason="big-endian machine")
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_rows = st.integers(0, 70).flatmap(
+    lambda n: st.tuples(
+        st.lists(_text, min_size=n, max_size=n),
+        st.lists(st.none() | st.binary(max_size=20), min_size=n, max_size=n),
+        st.lists(st.none() | _text, min_size=n, max_size=n),
+        st.lists(st.none() | _text, min_size=n, max_size=n),
+    )
+)
+
+
+def _bad(why: str) -> CorruptCatalogError:
+    return CorruptCatalogError(why)
+
+
+def _pyarrow_file(keys, values, defs, children, version=2):
+    """The same rows written by pyarrow's own writer (earlier builds)."""
+    crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
+    schema = SCHEMA.with_metadata(
+        {
+            META_MAGIC: MAGIC,
+            META_VERSION: str(version).encode(),
+            META_CHECKSUM: f"crc32:{crc:08x}".encode(),
+        }
+    )
+    arrays = [
+        pa.array(keys, pa.utf8()),
+        pa.array(values, pa.binary()),
+        pa.array(defs, pa.utf8()),
+        pa.array(children, pa.utf8()),
+    ]
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(pa.record_batch(arrays, schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rows, st.sampled_from(SUPPORTED_FORMAT_VERSIONS))
+def test_pyarrow_reads_the_rows_and_metadata_of_a_file_laid_out_here(rows, version):
+    keys, values, defs, children = rows
+    data = _write_file(MAGIC, version, keys, values, defs, children, "zstd")
+    assert arrowfile.read(data, SCHEMA, MAGIC, SUPPORTED_FORMAT_VERSIONS) is not None
+
+    reader = pa.ipc.open_file(pa.BufferReader(data))
+    assert reader.num_record_batches == 1
+    table = reader.read_all()
+    for col in table.columns:
+        for chunk in col.chunks:
+            chunk.validate(full=True)
+    assert table.column("key").to_pylist() == keys
+    assert table.column("value").to_pylist() == values
+    assert table.column("def").to_pylist() == defs
+    assert table.column("child").to_pylist() == children
+    crc = _checksum([_utf8(keys), values, _utf8(defs), _utf8(children)])
+    assert reader.schema.metadata == {
+        META_MAGIC: MAGIC,
+        META_VERSION: str(version).encode(),
+        META_CHECKSUM: f"crc32:{crc:08x}".encode(),
+    }
+    assert reader.schema.remove_metadata() == SCHEMA
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rows, st.sampled_from(SUPPORTED_FORMAT_VERSIONS))
+def test_both_readers_give_the_same_rows(rows, version):
+    """Our layout through the reader of this module; pyarrow's layout of the
+    same rows through the general reader: the same version and rows."""
+    keys, values, defs, children = rows
+    ours = _write_file(MAGIC, version, keys, values, defs, children, "none")
+    theirs = _pyarrow_file(keys, values, defs, children, version)
+    assert arrowfile.read(theirs, SCHEMA, MAGIC, SUPPORTED_FORMAT_VERSIONS) is None
+    expected = (version, keys, values, defs, children)
+    if None in keys:  # pragma: no cover - keys are never null here
+        raise AssertionError
+    assert _read_rows(ours, MAGIC, SUPPORTED_FORMAT_VERSIONS, _bad) == expected
+    assert _read_rows(theirs, MAGIC, SUPPORTED_FORMAT_VERSIONS, _bad) == expected
+
+
+def _leaf_file() -> tuple[NodeFile, bytes]:
+    keys = tuple(f"AAACns{i:04d}" for i in range(40))
+    nf = NodeFile(Node(0, keys, tuple(b"v%d" % i for i in range(40))), created_at_millis=5)
+    return nf, encode_node(nf, "none")
+
+
+def _message_at(data: bytes) -> int:
+    """Where the record batch message of a file laid out here starts."""
+    template = arrowfile._template(SCHEMA, MAGIC, 2)
+    assert template is not None
+    return len(template.head[0]) + 8 + len(template.head[1])
+
+
+def test_a_node_file_written_here_is_read_back_by_this_module_and_equals_pyarrows():
+    nf, data = _leaf_file()
+    assert arrowfile.read(data, SCHEMA, MAGIC, (2,)) is not None
+    node = decode_node(data, "node/x").node
+    assert node.keys == nf.node.keys and node.values == nf.node.values
+    # An earlier build's file of the same node decodes to the same node.
+    rows = _read_rows(data, MAGIC, (2,), _bad)
+    theirs = _pyarrow_file(*rows[1:])
+    assert decode_node(theirs, "node/x").node.keys == node.keys
+    assert decode_node(theirs, "node/x").node.values == node.values
+
+
+def _with(data: bytes, at: int, fmt: str, value: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "what",
+    [
+        "offset past the data",
+        "offsets descending",
+        "negative first offset",
+        "buffer past the body",
+        "null count not the bitmap's",
+        "rows more than the offsets",
+        "body length",
+    ],
+)
+def test_hostile_lengths_and_offsets_are_refused_naming_the_file(what):
+    """Each lie about the layout, in a file whose checksum still holds: the
+    reader of this module passes it to the general reader, which refuses it
+    with a CorruptCatalogError naming the file (never a pyarrow error or an
+    out-of-bounds read)."""
+    _, data = _leaf_file()
+    at = _message_at(data)
+    spans = at + 168  # the buffers: (offset, length) x 12
+    body = at + 8 + arrowfile._HEADER_SIZE
+    key_offsets = body + struct.unpack_from("<q", data, spans + 16)[0]
+    if what == "offset past the data":
+        bad = _with(data, key_offsets + 4 * 20, "<i", 1 << 20)
+    elif what == "offsets descending":
+        bad = _with(data, key_offsets + 4 * 20, "<i", 1)
+    elif what == "negative first offset":
+        bad = _with(data, key_offsets, "<i", -4)
+    elif what == "buffer past the body":
+        bad = _with(data, spans + 16 * 2 + 8, "<q", 1 << 30)
+    elif what == "null count not the bitmap's":
+        bad = _with(data, at + 96 + 8, "<q", 3)  # the key column says 3 nulls
+    elif what == "rows more than the offsets":
+        bad = _with(data, at + 72, "<q", 1000)
+    else:
+        bad = _with(data, at + 32, "<q", struct.unpack_from("<q", data, at + 32)[0] + 8)
+    assert bad != data
+    assert arrowfile.read(bad, SCHEMA, MAGIC, (2,)) is None
+    with pytest.raises(CorruptCatalogError, match="node/hostile"):
+        decode_node(bad, "node/hostile")
+
+
+def test_every_byte_of_the_header_and_footer_is_refused_or_harmless():
+    """Each byte outside the column data replaced: the file is refused as
+    damaged, or it still holds the same rows (padding, bytes pyarrow ignores)."""
+    nf, data = _leaf_file()
+    at = _message_at(data)
+    body = at + 8 + arrowfile._HEADER_SIZE
+    body_length = struct.unpack_from("<q", data, at + 32)[0]
+    positions = list(range(body)) + list(range(body + body_length, len(data)))
+    for i in positions:
+        for value in (data[i] ^ 0x01, data[i] ^ 0x80):
+            damaged = data[:i] + bytes([value]) + data[i + 1 :]
+            try:
+                got = decode_node(damaged, "node/d")
+            except CorruptCatalogError as exc:
+                assert "node/d" in str(exc)
+                continue
+            assert got.node.keys == nf.node.keys, i
+            assert got.node.values == nf.node.values, i
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_a_null_row_that_covers_bytes_is_left_out_of_rows_and_checksum(text):
+    """Arrow lets a null row's offsets span bytes, which are no row's: the
+    reader here leaves them out of the rows and of the checksum's bytes, as
+    the general reader does (pyarrow's writer never makes such a row; a
+    hostile one might)."""
+    validity = bytes([0b101])
+    offsets = struct.pack("<4i", 0, 2, 4, 6)
+    data = b"aaXXbb"
+    body = memoryview(validity + bytes(7) + offsets + data)
+    spans = (0, 1, 8, 16, 24, 6)
+    values, lengths, present = arrowfile._column_rows(body, 3, 1, spans, text)
+    expected = ["aa", None, "bb"] if text else [b"aa", None, b"bb"]
+    assert values == expected
+    array_ = pa.Array.from_buffers(
+        pa.binary(), 3, [pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)], 1
+    )
+    assert array_.to_pylist() == [b"aa", None, b"bb"]
+    assert lengths == struct.pack("<3i", 2, -1, 2)
+    assert present == b"aabb"
