@@ -281,7 +281,7 @@ def read(
     and length against the file; None for any other file, valid or not, and
     for text that is not UTF-8, which the caller then reads the general way
     (and refuses)."""
-    if not ENABLED:
+    if not ENABLED or not isinstance(data, bytes):
         return None
     for version in versions:
         template = _template(schema, magic, version)

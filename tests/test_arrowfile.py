@@ -224,3 +224,11 @@ def test_a_null_row_that_covers_bytes_is_left_out_of_rows_and_checksum(text):
     assert array_.to_pylist() == [b"aa", None, b"bb"]
     assert lengths == struct.pack("<3i", 2, -1, 2)
     assert present == b"aabb"
+
+
+def test_bytes_like_input_other_than_bytes_is_read_the_general_way():
+    """A memoryview or bytearray of a node file decodes like its bytes."""
+    nf, data = _leaf_file()
+    for view in (bytearray(data), memoryview(data)):
+        assert arrowfile.read(view, SCHEMA, MAGIC, (2,)) is None  # type: ignore[arg-type]
+        assert decode_node(view, "node/v").node.keys == nf.node.keys  # type: ignore[arg-type]
