@@ -363,18 +363,19 @@ def _column_rows(
     (v_at, v_len, o_at, o_len, d_at, d_len) = spans
     if o_len < 4 * (rows + 1):
         return None
-    if nulls == rows:  # a column the node does not use: its offsets do not matter
-        if nulls and v_len < (rows + 7) // 8:
-            return None
-        if any(body[v_at : v_at + (rows + 7) // 8]):
-            return None  # a bit says a row is there (the general path refuses)
-        return [None] * rows, _MINUS_ONE * rows, b""
     raw_offsets = body[o_at : o_at + 4 * (rows + 1)]
     offsets = array.array("i")
     offsets.frombytes(raw_offsets)
     positions = offsets.tolist()
+    # Checked in every column, used or not: malformed buffers are damage (§3.3).
     if positions[0] < 0 or positions[-1] > d_len or positions != sorted(positions):
         return None
+    if nulls == rows:  # a column the node does not use
+        if nulls and v_len < (rows + 7) // 8:
+            return None
+        if any(body[v_at : v_at + (rows + 7) // 8]):
+            return None  # a bit says a row is there (the general path decides)
+        return [None] * rows, _MINUS_ONE * rows, b""
     # Ascending offsets: each 32-bit lane of the difference is one row's length.
     lengths = (
         int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")

@@ -147,6 +147,7 @@ def _with(data: bytes, at: int, fmt: str, value: int) -> bytes:
     [
         "offset past the data",
         "offsets descending",
+        "offsets of an unused column descending",
         "negative first offset",
         "buffer past the body",
         "null count not the bitmap's",
@@ -168,6 +169,11 @@ def test_hostile_lengths_and_offsets_are_refused_naming_the_file(what):
         bad = _with(data, key_offsets + 4 * 20, "<i", 1 << 20)
     elif what == "offsets descending":
         bad = _with(data, key_offsets + 4 * 20, "<i", 1)
+    elif what == "offsets of an unused column descending":
+        # the def column: every row null, offsets all 0; the bytes are no
+        # row's, but malformed buffers are damage all the same (§3.3)
+        def_offsets = body + struct.unpack_from("<q", data, spans + 16 * 7)[0]
+        bad = _with(data, def_offsets + 4 * 20, "<i", 8)
     elif what == "negative first offset":
         bad = _with(data, key_offsets, "<i", -4)
     elif what == "buffer past the body":
