@@ -12,7 +12,6 @@ hold the action records of one transaction.
 from __future__ import annotations
 
 import array
-import dataclasses
 import operator
 import re
 import sys
@@ -98,6 +97,8 @@ _TEXT_KEYS = {
     K_GROUP,
 }
 _ROOT_KEYS = {K_VERSION, K_CATALOG_DEF, K_N_ACTIONS, K_TRANSACTION_ID}
+#: The system keys a node file may carry other than ``$node.<i>``.
+_KNOWN_KEYS = frozenset(_INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF, K_COMMIT_INFO})
 #: System keys only a root may carry: a node file is a root exactly when it
 #: has ``$version``, and a non-root node with any of these is damaged.
 _ROOT_ONLY_KEYS = _ROOT_KEYS | {
@@ -1009,8 +1010,7 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         if inline_refs:
             _check_inline_refs(inline_refs, ints.get(K_VERSION), path, bad)
 
-    known = _INT_KEYS | _TEXT_KEYS | {K_CATALOG_DEF, K_COMMIT_INFO}
-    extra = {k: v for k, v in system.items() if k not in known}
+    extra = {k: v for k, v in system.items() if k not in _KNOWN_KEYS}
     inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
     if inline:
         if not is_root or version < 2:
@@ -1038,7 +1038,7 @@ def decode_node(data: bytes, path: str) -> NodeFile:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
             if target >= ints[K_VERSION]:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
-        root = RootInfo(
+        fields = dict(
             version=ints[K_VERSION],
             catalog_def=system[K_CATALOG_DEF],
             transaction_id=texts[K_TRANSACTION_ID],
@@ -1053,14 +1053,15 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             rollback_to_version=target,
             inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline))),
         )
+        root = RootInfo(**fields)  # type: ignore[arg-type]
         if K_GROUP in texts:
             if version < 2:
                 raise bad(f"{K_GROUP} in a format version {version} file")
-            root = dataclasses.replace(root, group=_group(texts[K_GROUP], root, bad))
+            fields["group"] = _group(texts[K_GROUP], root, bad)
+            root = RootInfo(**fields)  # type: ignore[arg-type]
         if K_COMMIT_INFO in system:
-            root = dataclasses.replace(
-                root, commit_infos=_commit_infos(system[K_COMMIT_INFO], root, bad)
-            )
+            fields["commit_infos"] = _commit_infos(system[K_COMMIT_INFO], root, bad)
+            root = RootInfo(**fields)  # type: ignore[arg-type]
     return NodeFile(
         node=node,
         created_at_millis=ints[K_CREATED_AT],

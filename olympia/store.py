@@ -248,11 +248,24 @@ def parse_definition(data: bytes, where: str) -> CatalogDefinition:
     Raises:
         CorruptCatalogError: naming ``where``.
     """
+    known = _DEFINITIONS.get(data)
+    if known is not None:
+        return known
     definition = parse(CatalogDefinition, data, f"the catalog in {where}")
     problem = stored_definition_problem(definition)
     if problem is not None:
         raise CorruptCatalogError(f"catalog definition in {where} {problem}")
+    if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
+        _DEFINITIONS.clear()
+    _DEFINITIONS[data] = definition
     return definition
+
+
+#: Definitions parsed and found valid, by their bytes: every root carries
+#: its catalog's definition, which almost never changes, so most roots read
+#: parse the same bytes. Shared, so never to be changed by their readers.
+_DEFINITIONS: dict[bytes, CatalogDefinition] = {}
+_DEFINITIONS_MAX = 64
 
 
 class MissingFileError(CorruptCatalogError):

@@ -655,3 +655,28 @@ def test_children_are_checked_together_as_one_by_one(paths, format_version):
     else:
         with pytest.raises(CorruptCatalogError, match="is not a path in node/"):
             _children_inline(paths, format_version, CorruptCatalogError)
+
+
+def test_definitions_are_read_from_their_own_bytes_every_time(tmp_path):
+    """Parsed definitions are kept by their bytes (store._DEFINITIONS): a root
+    gets the definition its own bytes say, and bytes found damaged once are
+    refused again, never answered from what was read before."""
+    from olympia.store import parse_definition
+
+    _, root = _catalog_with_one_commit(tmp_path)
+    good = decode_node(root.read_bytes(), "vn/x")
+    assert good.root is not None
+    first = parse_definition(good.root.catalog_def, "vn/a")
+    other = CatalogDefinition()
+    other.CopyFrom(first)
+    other.commit_time_limit_millis = int(first.commit_time_limit_millis or 60_000) + 1
+    second = parse_definition(other.SerializeToString(), "vn/b")
+    assert second.commit_time_limit_millis == other.commit_time_limit_millis
+    assert parse_definition(good.root.catalog_def, "vn/c") == first
+    assert first.commit_time_limit_millis != second.commit_time_limit_millis
+    broken = CatalogDefinition()
+    broken.CopyFrom(first)
+    broken.node_order = 2
+    for where in ("vn/d", "vn/e"):
+        with pytest.raises(CorruptCatalogError, match=where):
+            parse_definition(broken.SerializeToString(), where)
