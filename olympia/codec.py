@@ -248,14 +248,15 @@ def encode_commit_infos(infos: Iterable[tuple[str, CommitInfo | None]]) -> bytes
 
 
 def _commit_infos(
-    data: bytes, root: RootInfo, bad: Callable[[str], CorruptCatalogError]
+    data: bytes, txn_ids: Sequence[str], bad: Callable[[str], CorruptCatalogError]
 ) -> tuple[tuple[str, CommitInfo], ...]:
-    """The entries of ``$commit_info``, checked against the root's transactions."""
+    """The entries of ``$commit_info``, checked against the root's
+    transactions (``txn_ids``, in serial order)."""
     try:
         value = apb.VersionCommitInfo.FromString(data)
     except Exception as exc:  # DecodeError, or text that is not UTF-8
         raise bad(f"{K_COMMIT_INFO} is not a VersionCommitInfo ({type(exc).__name__})") from None
-    order = {txn_id: i for i, txn_id in enumerate(root.transaction_ids)}
+    order = {txn_id: i for i, txn_id in enumerate(txn_ids)}
     out: list[tuple[str, CommitInfo]] = []
     last = -1
     for entry in value.transactions:
@@ -537,9 +538,10 @@ def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int
 
 
 def _group(
-    text: str, root: RootInfo, bad: Callable[[str], CorruptCatalogError]
+    text: str, fields: dict[str, Any], bad: Callable[[str], CorruptCatalogError]
 ) -> tuple[GroupEntry, ...]:
-    """The entries of ``$group``, checked against the rest of the root."""
+    """The entries of ``$group``, checked against the rest of the root (the
+    ``fields`` its RootInfo is about to be made of)."""
     entries: list[GroupEntry] = []
     for part in text.split(","):
         m = _GROUP_ENTRY.fullmatch(part)
@@ -551,13 +553,16 @@ def _group(
     if len({e.transaction_id for e in entries}) != len(entries):
         raise bad(f"{K_GROUP} names a transaction twice")
     first = entries[0]
-    if (first.transaction_id, first.isolation) != (root.transaction_id, root.isolation):
+    if (first.transaction_id, first.isolation) != (fields["transaction_id"], fields["isolation"]):
         raise bad(f"{K_GROUP} does not start with the root's transaction and isolation")
-    if any(e.begin_version >= root.version for e in entries):
+    if any(e.begin_version >= fields["version"] for e in entries):
         raise bad(f"{K_GROUP} names a begin version not below the root's version")
-    if root.begin_version != min(e.begin_version for e in entries):
+    if fields["begin_version"] != min(e.begin_version for e in entries):
         raise bad(f"$begin_version is not the smallest begin version of {K_GROUP}")
-    if sum(e.n_actions for e in entries) != root.n_actions:
+    n_actions = (
+        fields["action_file_count"] if fields["action_file"] is not None else len(fields["actions"])
+    )
+    if sum(e.n_actions for e in entries) != n_actions:
         raise bad(f"the action counts of {K_GROUP} do not add up to $n_actions")
     return tuple(entries)
 
@@ -1038,7 +1043,7 @@ def decode_node(data: bytes, path: str) -> NodeFile:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
             if target >= ints[K_VERSION]:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
-        fields = dict(
+        fields: dict[str, Any] = dict(
             version=ints[K_VERSION],
             catalog_def=system[K_CATALOG_DEF],
             transaction_id=texts[K_TRANSACTION_ID],
@@ -1053,15 +1058,15 @@ def decode_node(data: bytes, path: str) -> NodeFile:
             rollback_to_version=target,
             inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline))),
         )
-        root = RootInfo(**fields)  # type: ignore[arg-type]
+        group: tuple[GroupEntry, ...] = ()
         if K_GROUP in texts:
             if version < 2:
                 raise bad(f"{K_GROUP} in a format version {version} file")
-            fields["group"] = _group(texts[K_GROUP], root, bad)
-            root = RootInfo(**fields)  # type: ignore[arg-type]
+            group = fields["group"] = _group(texts[K_GROUP], fields, bad)
         if K_COMMIT_INFO in system:
-            fields["commit_infos"] = _commit_infos(system[K_COMMIT_INFO], root, bad)
-            root = RootInfo(**fields)  # type: ignore[arg-type]
+            ids = transaction_ids(fields["transaction_id"], group)
+            fields["commit_infos"] = _commit_infos(system[K_COMMIT_INFO], ids, bad)
+        root = RootInfo(**fields)
     return NodeFile(
         node=node,
         created_at_millis=ints[K_CREATED_AT],
