@@ -538,10 +538,14 @@ def _int_list(text: str, bad: Callable[[str], CorruptCatalogError]) -> tuple[int
 
 
 def _group(
-    text: str, fields: dict[str, Any], bad: Callable[[str], CorruptCatalogError]
+    text: str,
+    root: tuple[str, str, int, int | None, int],
+    bad: Callable[[str], CorruptCatalogError],
 ) -> tuple[GroupEntry, ...]:
-    """The entries of ``$group``, checked against the rest of the root (the
-    ``fields`` its RootInfo is about to be made of)."""
+    """The entries of ``$group``, checked against the rest of the root:
+    ``root`` is its (transaction id, isolation, version, begin version,
+    ``$n_actions``)."""
+    transaction_id, isolation, version, begin_version, n_actions = root
     entries: list[GroupEntry] = []
     for part in text.split(","):
         m = _GROUP_ENTRY.fullmatch(part)
@@ -553,15 +557,12 @@ def _group(
     if len({e.transaction_id for e in entries}) != len(entries):
         raise bad(f"{K_GROUP} names a transaction twice")
     first = entries[0]
-    if (first.transaction_id, first.isolation) != (fields["transaction_id"], fields["isolation"]):
+    if (first.transaction_id, first.isolation) != (transaction_id, isolation):
         raise bad(f"{K_GROUP} does not start with the root's transaction and isolation")
-    if any(e.begin_version >= fields["version"] for e in entries):
+    if any(e.begin_version >= version for e in entries):
         raise bad(f"{K_GROUP} names a begin version not below the root's version")
-    if fields["begin_version"] != min(e.begin_version for e in entries):
+    if begin_version != min(e.begin_version for e in entries):
         raise bad(f"$begin_version is not the smallest begin version of {K_GROUP}")
-    n_actions = (
-        fields["action_file_count"] if fields["action_file"] is not None else len(fields["actions"])
-    )
     if sum(e.n_actions for e in entries) != n_actions:
         raise bad(f"the action counts of {K_GROUP} do not add up to $n_actions")
     return tuple(entries)
@@ -925,12 +926,26 @@ def inline_nodes_of(data: bytes, path: str, version: int) -> tuple[bytes, ...]:
     stated = system.get(K_VERSION, b"").decode("latin-1")
     if not _is_decimal(stated) or int(stated) != version:
         raise CorruptCatalogError(f"root file {path} does not hold the root of version {version}")
-    inline = [k for k in system if k.startswith(K_NODE_PREFIX)]
-    if inline and file_version < 2:
+    return _inline_rows(system, True, file_version, bad)
+
+
+def _inline_rows(
+    system: dict[str, bytes],
+    is_root: bool,
+    file_version: int,
+    bad: Callable[[str], CorruptCatalogError],
+) -> tuple[bytes, ...]:
+    """The ``$node.<i>`` rows of a node file's ``system`` rows, in order,
+    after checking that only a root of format version 2 carries them and
+    that they are numbered 0 to n-1 (spec/format.md §3.6)."""
+    found = [k for k in system if k.startswith(K_NODE_PREFIX)]
+    if not found:
+        return ()
+    if not is_root or file_version < 2:
         raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
-    names = [f"{K_NODE_PREFIX}{i}" for i in range(len(inline))]
-    if sorted(inline) != sorted(names):
-        raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
+    names = [f"{K_NODE_PREFIX}{i}" for i in range(len(found))]
+    if set(found) != set(names):
+        raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(found) - 1}")
     return tuple(system[name] for name in names)
 
 
@@ -1015,15 +1030,12 @@ def decode_node(data: bytes, path: str) -> NodeFile:
         if inline_refs:
             _check_inline_refs(inline_refs, ints.get(K_VERSION), path, bad)
 
-    extra = {k: v for k, v in system.items() if k not in _KNOWN_KEYS}
-    inline = {k: v for k, v in extra.items() if k.startswith(K_NODE_PREFIX)}
-    if inline:
-        if not is_root or version < 2:
-            raise bad(f"{K_NODE_PREFIX}* rows outside a root of format version 2")
-        wanted = {f"{K_NODE_PREFIX}{i}" for i in range(len(inline))}
-        if inline.keys() != wanted:
-            raise bad(f"{K_NODE_PREFIX}* rows are not numbered 0 to {len(inline) - 1}")
-        extra = {k: v for k, v in extra.items() if k not in inline}
+    inline = _inline_rows(system, is_root, version, bad)
+    extra = {
+        k: v
+        for k, v in system.items()
+        if k not in _KNOWN_KEYS and not (inline and k.startswith(K_NODE_PREFIX))
+    }
     root: RootInfo | None = None
     if is_root:
         acts = slice(n_system + n_keys, len(keys))
@@ -1043,30 +1055,38 @@ def decode_node(data: bytes, path: str) -> NodeFile:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} in a root without {K_ROLLBACK_FROM_ROOT}")
             if target >= ints[K_VERSION]:
                 raise bad(f"{K_ROLLBACK_TO_VERSION} {target} is not below $version")
-        fields: dict[str, Any] = dict(
-            version=ints[K_VERSION],
-            catalog_def=system[K_CATALOG_DEF],
-            transaction_id=texts[K_TRANSACTION_ID],
-            previous_root=texts.get(K_PREVIOUS_ROOT),
-            rollback_from_root=texts.get(K_ROLLBACK_FROM_ROOT),
-            actions=tuple(actions),
-            begin_version=ints.get(K_BEGIN_VERSION),
-            isolation=texts.get(K_ISOLATION, ""),
-            serialized_before=_int_list(texts.get(K_SERIALIZED_BEFORE, ""), bad),
-            action_file=action_file,
-            action_file_count=n_actions if action_file is not None else 0,
-            rollback_to_version=target,
-            inline_nodes=tuple(inline[f"{K_NODE_PREFIX}{i}"] for i in range(len(inline))),
-        )
+        transaction_id = texts[K_TRANSACTION_ID]
+        isolation = texts.get(K_ISOLATION, "")
         group: tuple[GroupEntry, ...] = ()
         if K_GROUP in texts:
             if version < 2:
                 raise bad(f"{K_GROUP} in a format version {version} file")
-            group = fields["group"] = _group(texts[K_GROUP], fields, bad)
+            group = _group(
+                texts[K_GROUP],
+                (transaction_id, isolation, ints[K_VERSION], begin, n_actions),
+                bad,
+            )
+        commit_infos: tuple[tuple[str, CommitInfo], ...] = ()
         if K_COMMIT_INFO in system:
-            ids = transaction_ids(fields["transaction_id"], group)
-            fields["commit_infos"] = _commit_infos(system[K_COMMIT_INFO], ids, bad)
-        root = RootInfo(**fields)
+            ids = transaction_ids(transaction_id, group)
+            commit_infos = _commit_infos(system[K_COMMIT_INFO], ids, bad)
+        root = RootInfo(
+            version=ints[K_VERSION],
+            catalog_def=system[K_CATALOG_DEF],
+            transaction_id=transaction_id,
+            previous_root=texts.get(K_PREVIOUS_ROOT),
+            rollback_from_root=texts.get(K_ROLLBACK_FROM_ROOT),
+            actions=tuple(actions),
+            begin_version=begin,
+            isolation=isolation,
+            serialized_before=_int_list(texts.get(K_SERIALIZED_BEFORE, ""), bad),
+            action_file=action_file,
+            action_file_count=n_actions if action_file is not None else 0,
+            rollback_to_version=target,
+            inline_nodes=inline,
+            group=group,
+            commit_infos=commit_infos,
+        )
     return NodeFile(
         node=node,
         created_at_millis=ints[K_CREATED_AT],

@@ -680,3 +680,21 @@ def test_definitions_are_read_from_their_own_bytes_every_time(tmp_path):
     for where in ("vn/d", "vn/e"):
         with pytest.raises(CorruptCatalogError, match=where):
             parse_definition(broken.SerializeToString(), where)
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_inline_node_rows_outside_a_root_are_refused(format_version):
+    """Only a root of format version 2 carries ``$node.<i>`` rows (format.md
+    §3.6): a node without ``$version`` that carries one, in either format
+    version, is damage, and a root of format version 1 carrying one too."""
+    node = NodeFile(Node(0, ("a",), (b"x",)), 5, None, extra={"$node.0": b"zz"})
+    data = encode_node(node, "none", format_version=format_version)
+    with pytest.raises(CorruptCatalogError, match=r"node/x .*\$node\.\* rows outside a root"):
+        decode_node(data, "node/x")
+    if format_version == 1:
+        root = NodeFile(
+            Node(0, (), ()), 5, replace(_group_root(), group=()), extra={"$node.0": b"zz"}
+        )
+        data = encode_node(root, "none", format_version=1)
+        with pytest.raises(CorruptCatalogError, match=r"\$node\.\* rows outside a root"):
+            decode_node(data, "vn/x")
