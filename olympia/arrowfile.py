@@ -47,7 +47,9 @@ _CONTINUATION = b"\xff\xff\xff\xff"
 #: Written after the last message, before the footer, as pyarrow does.
 _END_OF_STREAM = _CONTINUATION + bytes(4)
 _CHECKSUM_PLACEHOLDER = b"crc32:00000000"
-_MINUS_ONE = b"\xff\xff\xff\xff"
+#: A null row's length in the checksum of spec/format.md §3.1: -1 as an int32,
+#: the same four bytes in either byte order.
+NULL_LENGTH = b"\xff\xff\xff\xff"
 _COLUMNS = 4
 _BUFFERS = 3 * _COLUMNS  # validity, offsets, data per column
 
@@ -185,7 +187,7 @@ def column(rows: Sequence[bytes | None]) -> Column:
     n = len(rows)
     nulls = rows.count(None)
     if nulls == n:
-        return Column(n, bytes((n + 7) // 8), bytes(4 * (n + 1)), b"", _MINUS_ONE * n)
+        return Column(n, bytes((n + 7) // 8), bytes(4 * (n + 1)), b"", NULL_LENGTH * n)
     if nulls:
         lengths = [-1 if r is None else len(r) for r in rows]
         data = b"".join([r for r in rows if r is not None])
@@ -375,7 +377,7 @@ def _column_rows(
             return None
         if any(body[v_at : v_at + (rows + 7) // 8]):
             return None  # a bit says a row is there (the general path decides)
-        return [None] * rows, _MINUS_ONE * rows, b""
+        return [None] * rows, NULL_LENGTH * rows, b""
     # Ascending offsets: each 32-bit lane of the difference is one row's length.
     lengths = (
         int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")

@@ -27,6 +27,7 @@ from olympia import arrowfile
 from olympia.arrowfile import META_CHECKSUM as META_CHECKSUM
 from olympia.arrowfile import META_MAGIC as META_MAGIC
 from olympia.arrowfile import META_VERSION as META_VERSION
+from olympia.arrowfile import NULL_LENGTH
 from olympia.errors import CorruptCatalogError, InvalidArgumentError, InvalidArgumentTypeError
 from olympia.layout import MAX_VERSION, parse_inline_ref
 from olympia.node import DefRef, Node, Value
@@ -348,7 +349,7 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
     for col in columns:
         nulls = col.count(None)
         if nulls == len(col):  # a column a node does not use (no bytes follow)
-            crc = zlib.crc32(b"\xff\xff\xff\xff" * nulls, crc)
+            crc = zlib.crc32(NULL_LENGTH * nulls, crc)
             continue
         if nulls:
             lengths = array.array("i", [-1 if v is None else len(v) for v in col])
@@ -361,9 +362,6 @@ def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
         crc = zlib.crc32(lengths, crc)
         crc = zlib.crc32(data, crc)
     return crc
-
-
-_MINUS_ONE = (-1).to_bytes(4, sys.byteorder, signed=True)
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -724,7 +722,7 @@ def _column_checksum(raw: pa.Array, crc: int) -> int | None:
     n = len(raw)
     nulls = raw.null_count
     if nulls == n:
-        return zlib.crc32(_MINUS_ONE * n, crc)
+        return zlib.crc32(NULL_LENGTH * n, crc)
     if _BIG_ENDIAN:
         return None
     validity, offset_buffer, data_buffer = raw.buffers()[:3]
@@ -749,13 +747,13 @@ def _column_checksum(raw: pa.Array, crc: int) -> int | None:
     spans: list[tuple[int, int]] = []
     done = 0
     for first, end in runs:
-        lengths.append(_MINUS_ONE * (first - done))
+        lengths.append(NULL_LENGTH * (first - done))
         starts = int.from_bytes(offsets[4 * first : 4 * end], "little")
         ends = int.from_bytes(offsets[4 * first + 4 : 4 * end + 4], "little")
         lengths.append((ends - starts).to_bytes(4 * (end - first), "little"))
         spans.append((starts & 0xFFFFFFFF, ends >> (32 * (end - first - 1))))
         done = end
-    lengths.append(_MINUS_ONE * (n - done))
+    lengths.append(NULL_LENGTH * (n - done))
     crc = zlib.crc32(b"".join(lengths), crc)
     data = memoryview(data_buffer)
     for start, stop in spans:
