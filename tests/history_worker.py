@@ -37,6 +37,7 @@ import json
 import multiprocessing
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,9 @@ KINDS = ("transfer", "audit", "skew", "phantom", "probe", "renew", "nest")
 WEIGHTS = (26, 12, 14, 14, 8, 14, 12)
 
 
-def setup_catalog(uri: str) -> dict[str, Any]:
+def setup_catalog(uri: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create the catalog with both namespaces and all accounts; return the setup record."""
-    cat = olympia.create_catalog(uri)
+    cat = olympia.create_catalog(uri, storage_options=options)
     txn = cat.begin("snapshot")
     ops = []
     for ns in (*NAMESPACES, SCRATCH):
@@ -305,12 +306,13 @@ def run_transactions(
     isolation: str,
     pause: float,
     checker: ConflictChecker | None = None,
+    options: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``n_txns`` random transactions, their commits checked by
     ``checker`` (the rules of spec §4 when None); return one record per
     transaction."""
     rng = random.Random(seed * 1000 + proc)
-    cat = olympia.load_catalog(uri)
+    cat = olympia.load_catalog(uri, storage_options=options)
     records = []
     for seq in range(n_txns):
         label = f"p{proc}-{seq}"
@@ -355,12 +357,13 @@ def worker_main(
     pause: float,
     barrier: Any,
     out_path: str,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Process entry point: wait for the others, run, write the records as JSON."""
     barrier.wait(timeout=120)
     # A deliberately broken rebase, injected into this process's commits only.
     checker = SkipChecks() if unsafe else None
-    records = run_transactions(uri, proc, n_txns, seed, isolation, pause, checker)
+    records = run_transactions(uri, proc, n_txns, seed, isolation, pause, checker, options)
     Path(out_path).write_text(json.dumps(records))
 
 
@@ -373,18 +376,34 @@ def run_workload(
     n_procs: int = 4,
     n_txns: int = 50,
     pause: float = 0.004,
+    location: tuple[str, Sequence[dict[str, Any]]] | None = None,
 ) -> tuple[olympia.Catalog, list[dict[str, Any]]]:
-    """Create a catalog under ``directory``, run the workload in ``n_procs``
-    spawned processes on it; return the catalog and every record (setup first)."""
-    uri = str(directory / "catalog")
-    records = [setup_catalog(uri)]
+    """Create a catalog, run the workload in ``n_procs`` spawned processes on
+    it; return the catalog and every record (setup first). The catalog is
+    ``directory/catalog`` unless ``location`` gives ``(uri, the storage
+    options of each process)``; the setup and the returned catalog use the
+    first process's options. ``directory`` holds the records."""
+    uri, options = location if location is not None else (str(directory / "catalog"), [{}])
+    per_proc = [options[i % len(options)] or None for i in range(n_procs)]
+    records = [setup_catalog(uri, per_proc[0])]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(n_procs)
     outs = [directory / f"records-{i}.json" for i in range(n_procs)]
     procs = [
         ctx.Process(
             target=worker_main,
-            args=(uri, i, n_txns, seed, isolation, unsafe, pause, barrier, str(outs[i])),
+            args=(
+                uri,
+                i,
+                n_txns,
+                seed,
+                isolation,
+                unsafe,
+                pause,
+                barrier,
+                str(outs[i]),
+                per_proc[i],
+            ),
         )
         for i in range(n_procs)
     ]
@@ -403,7 +422,7 @@ def run_workload(
         raise RuntimeError(f"workers exited with codes {codes}")
     for out in outs:
         records.extend(json.loads(out.read_text()))
-    return olympia.load_catalog(uri), records
+    return olympia.load_catalog(uri, storage_options=per_proc[0]), records
 
 
 def final_state(cat: olympia.Catalog) -> dict[str, str]:
