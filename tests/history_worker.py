@@ -380,9 +380,10 @@ def run_workload(
 ) -> tuple[olympia.Catalog, list[dict[str, Any]]]:
     """Create a catalog, run the workload in ``n_procs`` spawned processes on
     it; return the catalog and every record (setup first). The catalog is
-    ``directory/catalog`` unless ``location`` gives ``(uri, the storage
-    options of each process)``; the setup and the returned catalog use the
-    first process's options. ``directory`` holds the records."""
+    ``directory/catalog`` unless ``location`` gives ``(uri, options)``:
+    process ``i`` opens it with ``options[i % len(options)]``, and the setup
+    and the returned catalog with ``options[0]``. ``directory`` holds the
+    records."""
     uri, options = location if location is not None else (str(directory / "catalog"), [{}])
     per_proc = [options[i % len(options)] or None for i in range(n_procs)]
     records = [setup_catalog(uri, per_proc[0])]
