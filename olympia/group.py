@@ -214,6 +214,30 @@ def _open_fifo(path: str) -> int | None:
     return fd
 
 
+#: Tries to make a FIFO before a writer does without it (see :func:`_fifo_in`).
+_FIFO_TRIES = 3
+
+
+def _fifo_in(folder: str, name: str) -> int | None:
+    """:func:`_open_fifo` of ``name`` in ``folder``, making the folder where
+    it is missing. Writers remove the folder when they leave it empty and
+    make it again when they need it, so it may vanish or appear between any
+    two steps here: a FIFO that could not be made is tried again after the
+    folder is made, a few times, rather than only when the folder was seen
+    missing (two writers making it at once would otherwise leave one without
+    its FIFO, and that one would wait without being rung)."""
+    path = os.path.join(folder, name)
+    for _ in range(_FIFO_TRIES):
+        fd = _open_fifo(path)
+        if fd is not None:
+            return fd
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError:
+            return None
+    return None
+
+
 def _ring(path: str) -> None:
     """Write a byte to the FIFO ``path`` if someone is reading it (else nothing:
     nobody is waiting to be woken)."""
@@ -328,10 +352,9 @@ class Member:
         try:
             if self._wake_fd is None:
                 # Before the request: the holder that answers it finds the FIFO.
-                self._wake_fd = _open_fifo(self._wake)
-                if self._wake_fd is None and not os.path.isdir(self.folder):
+                self._wake_fd = _fifo_in(self.folder, self.txn_id + _WAKE)
+                if self._wake_fd is None:  # no FIFOs here: the request needs the folder
                     os.makedirs(self.folder, mode=0o700, exist_ok=True)
-                    self._wake_fd = _open_fifo(self._wake)
             else:
                 drain(self._wake_fd)  # wake-ups for an earlier request
             _write_atomically(self._request, data)
@@ -455,9 +478,7 @@ class Holder:
         end = time.monotonic() + seconds
         if not self._bell_opened:
             self._bell_opened = True
-            with contextlib.suppress(OSError):
-                os.makedirs(self.folder, mode=0o700, exist_ok=True)
-            self._bell = _open_fifo(os.path.join(self.folder, _BELL))
+            self._bell = _fifo_in(self.folder, _BELL)
         while True:
             if self._bell is not None:
                 drain(self._bell)  # before counting: a request left after rings again

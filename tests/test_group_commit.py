@@ -1355,3 +1355,40 @@ def test_writers_with_a_content_merge_hook_ignore_verdicts_and_all_commit(
     parts = cat.latest().describe_table("w0", "t").metadata_location.split(",")
     assert sorted(parts) == ["p0", "p1", "p2", "s3://data/w0/v0.json"]
     assert any(" conflict " in text for text in texts)  # verdicts were sent, and ignored
+
+
+def test_a_writer_gets_its_fifo_when_the_folder_comes_and_goes_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers remove the request folder when they leave it empty and make it
+    again when they need it. A writer whose FIFO could not be made because
+    the folder was gone, and which then finds the folder there again (another
+    writer made it meanwhile), makes the FIFO again rather than waiting
+    without one: a waiter without a FIFO is never rung (spec §3.1 item 2).
+    The holder's bell is made the same way."""
+    folder = str(tmp_path / "requests")
+    real_open = group._open_fifo
+    failed: list[str] = []
+
+    def open_fifo(path: str) -> int | None:
+        if os.path.basename(path) not in {os.path.basename(p) for p in failed}:
+            failed.append(path)
+            # As if the folder vanished just before and another writer made
+            # it again just after: this try fails, the folder is there.
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            return None
+        return real_open(path)
+
+    monkeypatch.setattr(group, "_open_fifo", open_fifo)
+    member = group.Member(folder, "t1")
+    assert member.ask(group.Request("t1", 1, 1, "snapshot", ()))
+    wake = member.wake_fd()
+    assert wake is not None
+    group._ring(os.path.join(folder, "t1.wake"))
+    assert hostlock.sleep_on([wake], 1.0) == [wake]  # rung through it
+    holder = group.Holder(folder)
+    assert holder.wait_for_requests(0.0, 1) == 1
+    assert holder._bell is not None
+    assert [os.path.basename(p) for p in failed] == ["t1.wake", "bell"]
+    holder.close_bell()
+    member.close()
