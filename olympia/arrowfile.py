@@ -50,6 +50,8 @@ _CHECKSUM_PLACEHOLDER = b"crc32:00000000"
 #: A null row's length in the checksum of spec/format.md §3.1: -1 as an int32,
 #: the same four bytes in either byte order.
 NULL_LENGTH = b"\xff\xff\xff\xff"
+#: Turns a row's presence flag into its lane of a mask over the lengths.
+_NULL_LANES = str.maketrans({"0": NULL_LENGTH.decode("latin-1"), "1": "\0" * 4})
 _COLUMNS = 4
 _BUFFERS = 3 * _COLUMNS  # validity, offsets, data per column
 
@@ -402,29 +404,41 @@ def _column_rows(
     bits = int.from_bytes(body[v_at : v_at + (rows + 7) // 8], "little") & ((1 << rows) - 1)
     if rows - bits.bit_count() != nulls:
         return None
-    # Every row as if present, then the null rows (one step per null row).
-    pairs = list(pairwise(positions))
+    # One character per row, row 0 first: "1" present, "0" null. The rows
+    # and the checksum's lengths are then made a column at a time, with no
+    # step per null row (an internal node's value column is nearly all null).
+    flags = format(bits, f"0{rows}b")[::-1]
+    lanes = int.from_bytes(flags.translate(_NULL_LANES).encode("latin-1"), "little")
+    run = int.from_bytes(lengths, "little")
     try:
         if decode:
-            values = [data[a:b].decode("utf-8") for a, b in pairs]
+            values = [
+                data[a:b].decode("utf-8") if f == "1" else None
+                for (a, b), f in zip(pairwise(positions), flags)
+            ]
         else:
-            values = [source[a:b] for a, b in pairs]
+            values = [
+                source[a:b] if f == "1" else None for (a, b), f in zip(pairwise(positions), flags)
+            ]
     except UnicodeDecodeError:
         return None
+    if not run & lanes:
+        # Null rows hold no bytes (as every writer here lays them out): their
+        # lanes of the lengths are 0 and become -1, and the bytes of the
+        # present rows are one run.
+        return (
+            values,
+            (run | lanes).to_bytes(4 * rows, "little"),
+            data[positions[0] : positions[-1]],
+        )
+    # A null row spanning bytes (Arrow allows it): they are no row's, so
+    # they are left out of the checksum, one row at a time.
     crc_lengths = array.array("i")
     crc_lengths.frombytes(lengths)
-    empty_nulls = True
-    missing = ~bits & ((1 << rows) - 1)
-    while missing:
-        low = missing & -missing
-        i = low.bit_length() - 1
-        missing ^= low
-        values[i] = None
-        if crc_lengths[i]:
-            empty_nulls = False
-        crc_lengths[i] = -1
-    if empty_nulls:  # the bytes of the present rows are one run
-        present = data[positions[0] : positions[-1]]
-    else:
-        present = b"".join([data[a:b] for (a, b), v in zip(pairs, values) if v is not None])
+    for i, f in enumerate(flags):
+        if f == "0":
+            crc_lengths[i] = -1
+    present = b"".join(
+        [data[a:b] for (a, b), f in zip(pairwise(positions), flags, strict=True) if f == "1"]
+    )
     return values, crc_lengths.tobytes(), present
