@@ -821,11 +821,23 @@ def check_grace(store: CatalogStore, grace_seconds: float) -> None:
         )
 
 
+#: The longest expiration waits for its millisecond clock to advance.
+_CLOCK_TICK_WAIT_SECONDS = 0.002
+
+
 def expiration_clock_millis() -> int:
     """The clock expiration reads for ``T0`` (spec/transactions.md §8.3 step
     0), from which both the grace period and the definition's retention are
-    measured. Tests replace it to make versions old without waiting."""
-    return int(time.time() * 1000)
+    measured: the first millisecond after the call, so that every file named
+    before the call (its name holds the millisecond it was made in) counts as
+    made before ``T0``, and a run with no grace period removes all that only
+    the versions it expires needed, even right after the commits that freed
+    them. Tests replace it to make versions old without waiting."""
+    called = time.time_ns() // 1_000_000
+    give_up = time.monotonic() + _CLOCK_TICK_WAIT_SECONDS
+    while (now := time.time_ns() // 1_000_000) <= called and time.monotonic() < give_up:
+        time.sleep(0.0001)
+    return max(now, called + 1)  # (a clock set back meanwhile: the reading before)
 
 
 def _retention_floor(

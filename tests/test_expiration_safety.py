@@ -102,6 +102,59 @@ def test_rollback_to_an_expired_version_is_refused_even_when_its_root_is_cached(
     assert check.ok and check.clean, check
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_no_grace_right_after_the_commits_that_freed_files_deletes_them_all(monkeypatch, frozen):
+    """Files are named with the millisecond they were made in; expiration's
+    T0 is the first millisecond after its call, so a run with no grace
+    period right after the commits (often in the same millisecond on memory
+    storage; always, with the wall clock ``frozen`` at one instant) leaves
+    no orphan."""
+    if frozen:
+        instant = time.time()
+        monkeypatch.setattr(time, "time", lambda: instant)
+        monkeypatch.setattr(time, "time_ns", lambda: int(instant * 1e9))
+    for _ in range(3 if frozen else 40):
+        cat = _new(f"memory://olympia-tick-{os.urandom(8).hex()}")
+        _fill(cat, "a")
+        _replace_all(cat, "a", "b")
+        cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+        check = cat.fsck()
+        assert check.ok and check.clean, check
+        assert _fresh(cat).latest().list_tables("n") == [f"b{i}" for i in range(6)]
+
+
+class _Clock:
+    """A stand-in for the ``time`` module: the wall clock in nanoseconds
+    steps through ``readings``, then stays at the last."""
+
+    def __init__(self, readings: list[int]) -> None:
+        self.readings = readings
+        self.monotonic_now = 0.0
+
+    def time_ns(self) -> int:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+    def monotonic(self) -> float:
+        self.monotonic_now += 0.0005
+        return self.monotonic_now
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("readings", "expected"),
+    [
+        ([1000_400_000, 1000_900_000, 1001_000_000], 1001),  # waits for the tick
+        ([1000_999_999, 1003_000_000], 1003),  # already past it: the new reading
+        ([1000_400_000, 990_000_000], 1001),  # set back: the call's plus one
+    ],
+)
+def test_expiration_clock_is_the_first_millisecond_after_the_call(monkeypatch, readings, expected):
+    monkeypatch.setattr(maintenance, "time", _Clock(readings))
+    assert maintenance.expiration_clock_millis() == expected
+
+
 def test_rollback_removes_its_pin_and_keeps_the_version_reachable(any_storage_location):
     uri, opts = any_storage_location
     cat = _new(uri, opts)

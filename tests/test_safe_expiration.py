@@ -80,7 +80,7 @@ def test_no_options_keep_every_version_younger_than_the_retention(tmp_path, monk
     root = tmp_path / "c"
     cat = olympia.create_catalog(str(root), expire_max_age_millis=HOUR)
     _versions(cat, 3, "old")  # versions 1..3
-    while time.time() * 1000 <= _created(cat, 3):
+    while int(time.time() * 1000) <= _created(cat, 3):
         time.sleep(0.002)  # the next version is created in a later millisecond
     _versions(cat, 3, "new")  # versions 4..6
     # With the real clock every version is younger than an hour: none goes.
