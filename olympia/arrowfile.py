@@ -23,6 +23,7 @@ ways).
 from __future__ import annotations
 
 import array
+import re
 import struct
 import sys
 import zlib
@@ -52,6 +53,8 @@ _CHECKSUM_PLACEHOLDER = b"crc32:00000000"
 NULL_LENGTH = b"\xff\xff\xff\xff"
 #: Turns a row's presence flag into its lane of a mask over the lengths.
 _NULL_LANES = str.maketrans({"0": NULL_LENGTH.decode("latin-1"), "1": "\0" * 4})
+#: A run of set rows in a column's flags (one character per row).
+_SET_ROWS = re.compile("1+")
 _COLUMNS = 4
 _BUFFERS = 3 * _COLUMNS  # validity, offsets, data per column
 
@@ -216,6 +219,107 @@ def text_column(rows: Sequence[str | None]) -> Column:
     return column([None if r is None else r.encode("utf-8") for r in rows])
 
 
+#: A column given as runs: a sequence of rows, or a count of null rows.
+Run = Sequence[bytes | None] | int
+TextRun = Sequence[str | None] | int
+#: One run laid out: a count of null rows, the (sizes, bytes) of set rows,
+#: or a column of set and null rows.
+_Part = int | tuple["array.array[int]", bytes] | Column
+
+
+def _coalesced(runs: Sequence[Any]) -> list[Any]:
+    """``runs`` with empty runs left out and neighbouring runs of one kind
+    (null rows; set rows) made one."""
+    out: list[Any] = []
+    for run in runs:
+        if not run:
+            continue
+        last = out[-1] if out else None
+        if isinstance(run, int):
+            if isinstance(last, int):
+                out[-1] = last + run
+                continue
+        elif (
+            last is not None and not isinstance(last, int) and None not in run and None not in last
+        ):
+            out[-1] = [*last, *run]
+            continue
+        out.append(run)
+    return out
+
+
+def column_of_runs(runs: Sequence[Run]) -> Column:
+    """Lay out the rows of ``runs`` one after another, exactly as :func:`column`
+    lays out the same rows in one list. A run of null rows or of set rows
+    costs a step per run rather than per row (a node's columns are such runs:
+    its system rows, its entries, its action rows)."""
+    runs = _coalesced(runs)
+    if len(runs) == 1 and not isinstance(runs[0], int):
+        return column(runs[0])
+    parts: list[_Part] = []
+    for run in runs:
+        if isinstance(run, int) or None in run:
+            parts.append(run if isinstance(run, int) else column(run))
+        else:
+            parts.append((array.array("i", map(len, run)), b"".join(run)))
+    return _joined(parts)
+
+
+def text_column_of_runs(runs: Sequence[TextRun]) -> Column:
+    """:func:`column_of_runs` of text rows, laid out as their UTF-8 bytes."""
+    runs = _coalesced(runs)
+    if len(runs) == 1 and not isinstance(runs[0], int):
+        return text_column(runs[0])
+    parts: list[_Part] = []
+    for run in runs:
+        if isinstance(run, int) or None in run:
+            parts.append(run if isinstance(run, int) else text_column(run))
+            continue
+        joined = "".join(run)
+        if joined.isascii():  # one encode for the run; a character is a byte
+            parts.append((array.array("i", map(len, run)), joined.encode("ascii")))
+        else:
+            encoded = [r.encode() for r in run]
+            parts.append((array.array("i", map(len, encoded)), b"".join(encoded)))
+    return _joined(parts)
+
+
+def _joined(parts: Sequence[_Part]) -> Column:
+    n = nulls = bits = base = 0
+    offsets = array.array("i", [0])
+    lengths: list[bytes] = []
+    data: list[bytes] = []
+    for part in parts:
+        if isinstance(part, int):  # null rows: no bytes, the offset stays
+            offsets.extend(array.array("i", [base]) * part)
+            lengths.append(NULL_LENGTH * part)
+            n, nulls = n + part, nulls + part
+            continue
+        if isinstance(part, Column):  # set and null rows (one null at least): a step per row
+            rows = len(part.offsets) // 4 - 1
+            bits |= int.from_bytes(part.validity, "little") << n
+            shifted = array.array("i")
+            shifted.frombytes(part.offsets[4:])
+            offsets.extend(x + base for x in shifted)
+            nulls += part.nulls
+            lengths.append(part.crc_lengths)
+            chunk = part.data
+        else:
+            sizes, chunk = part
+            rows = len(sizes)
+            offsets.extend(accumulate(sizes, initial=base))
+            del offsets[len(offsets) - rows - 1]  # the ``initial`` was there already
+            bits |= ((1 << rows) - 1) << n
+            lengths.append(sizes.tobytes())
+        data.append(chunk)
+        n += rows
+        base += len(chunk)
+    if nulls == n:
+        return Column(n, bytes((n + 7) // 8), bytes(4 * (n + 1)), b"", NULL_LENGTH * n)
+    validity = bits.to_bytes((n + 7) // 8, "little") if nulls else b""
+    return Column(nulls, validity, offsets.tobytes(), b"".join(data), b"".join(lengths))
+
+
 def checksum(columns: Sequence[Column]) -> int:
     """The CRC of spec/format.md §3.1 over laid-out columns."""
     crc = 0
@@ -277,14 +381,24 @@ _TEXT = (True, False, True, True)
 
 
 def read(
-    data: bytes, schema: pa.Schema, magic: bytes, versions: Sequence[int]
+    data: bytes,
+    schema: pa.Schema,
+    magic: bytes,
+    versions: Sequence[int],
+    *,
+    system_only: bool = False,
 ) -> tuple[int, int, int, list[list[Any]]] | None:
     """(format version, the checksum the file states, the checksum of its
     content, the rows of each column: text decoded in the text columns) of a
     file laid out as :func:`write` lays it out, after checking every offset
     and length against the file; None for any other file, valid or not, and
     for text that is not UTF-8, which the caller then reads the general way
-    (and refuses)."""
+    (and refuses).
+
+    With ``system_only``, only the leading rows whose key starts with ``$``
+    (the system rows, spec/format.md §3.2) are made, in every column; the
+    other rows are still checked against the file and counted in the
+    checksum, but their text is not decoded (nor checked to be UTF-8)."""
     if not ENABLED or not isinstance(data, bytes):
         return None
     for version in versions:
@@ -294,12 +408,12 @@ def read(
         head0, head1 = template.head
         at = len(head0)
         if data.startswith(head0) and data.startswith(head1, at + 8):
-            return _read(data, template, version)
+            return _read(data, template, version, system_only)
     return None
 
 
 def _read(
-    data: bytes, template: _Template, version: int
+    data: bytes, template: _Template, version: int, system_only: bool = False
 ) -> tuple[int, int, int, list[list[Any]]] | None:
     head0, head1 = template.head
     hex_at = len(head0)
@@ -339,15 +453,19 @@ def _read(
     body = memoryview(data)[body_at:footer_at]
     out: list[list[Any]] = []
     crc = 0
+    limit: int | None = None
     for c in range(_COLUMNS):
         length_, nulls = nodes[2 * c], nodes[2 * c + 1]
         if length_ != rows or not 0 <= nulls <= rows:
             return None
-        got = _column_rows(body, rows, nulls, spans[6 * c : 6 * c + 6], _TEXT[c])
+        got = _column_rows(body, rows, nulls, spans[6 * c : 6 * c + 6], _TEXT[c], limit)
         if got is None:
             return None
         values, crc_lengths, crc_data = got
         crc = zlib.crc32(crc_data, zlib.crc32(crc_lengths, crc))
+        if system_only and c == 0:  # the key column: the system rows lead it
+            limit = _leading_system_rows(values)
+            del values[limit:]
         out.append(values)
     return version, int(hex_digits, 16), crc, out
 
@@ -356,10 +474,25 @@ def _is_hex(digits: bytes) -> bool:
     return len(digits) == 8 and all(48 <= b <= 57 or 97 <= b <= 102 for b in digits)
 
 
+def _leading_system_rows(keys: Sequence[str | None]) -> int:
+    """How many keys, from the first, are system keys (start with ``$``)."""
+    for i, key in enumerate(keys):
+        if key is None or not key.startswith("$"):
+            return i
+    return len(keys)
+
+
 def _column_rows(
-    body: memoryview, rows: int, nulls: int, spans: Sequence[int], text: bool
+    body: memoryview,
+    rows: int,
+    nulls: int,
+    spans: Sequence[int],
+    text: bool,
+    limit: int | None = None,
 ) -> tuple[list[Any], bytes, bytes] | None:
-    """(rows, the checksum's lengths, the checksum's bytes) of one column."""
+    """(rows, the checksum's lengths, the checksum's bytes) of one column;
+    with ``limit``, only its first ``limit`` rows are made (the text of the
+    others is not decoded), the checksum's parts still cover all of them."""
     size = len(body)
     for i in range(0, 6, 2):
         if min(spans[i], spans[i + 1]) < 0 or spans[i] + spans[i + 1] > size:
@@ -379,23 +512,24 @@ def _column_rows(
             return None
         if any(body[v_at : v_at + (rows + 7) // 8]):
             return None  # a bit says a row is there (the general path decides)
-        return [None] * rows, NULL_LENGTH * rows, b""
+        return [None] * min(rows, rows if limit is None else limit), NULL_LENGTH * rows, b""
     # Ascending offsets: each 32-bit lane of the difference is one row's length.
     lengths = (
         int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")
     ).to_bytes(4 * rows, "little")
     data = body[d_at : d_at + d_len].tobytes()
-    if text and data.isascii():
-        source: str | bytes = data.decode("ascii")
+    made = positions if limit is None else positions[: limit + 1]  # the rows to make
+    if text and data.isascii():  # one decode (of the rows made); a byte is a character
+        source: str | bytes = data.decode("ascii") if limit is None else data[: made[-1]].decode()
         decode = False
     else:
         source, decode = data, text
     if not nulls:
         try:
             if decode:
-                values: list[Any] = [data[a:b].decode("utf-8") for a, b in pairwise(positions)]
+                values: list[Any] = [data[a:b].decode("utf-8") for a, b in pairwise(made)]
             else:
-                values = [source[a:b] for a, b in pairwise(positions)]
+                values = [source[a:b] for a, b in pairwise(made)]
         except UnicodeDecodeError:
             return None
         return values, lengths, data[positions[0] : positions[-1]]
@@ -405,23 +539,28 @@ def _column_rows(
     if rows - bits.bit_count() != nulls:
         return None
     # One character per row, row 0 first: "1" present, "0" null. The rows
-    # and the checksum's lengths are then made a column at a time, with no
-    # step per null row (an internal node's value column is nearly all null).
+    # and the checksum's lengths are then made a run of rows at a time, with
+    # no step per null row (an internal node's value column is null but for
+    # its system rows, its child column set but for them).
     flags = format(bits, f"0{rows}b")[::-1]
     lanes = int.from_bytes(flags.translate(_NULL_LANES).encode("latin-1"), "little")
     run = int.from_bytes(lengths, "little")
+    values = []
+    done = 0
+    made_rows = len(made) - 1
     try:
-        if decode:
-            values = [
-                data[a:b].decode("utf-8") if f == "1" else None
-                for (a, b), f in zip(pairwise(positions), flags)
-            ]
-        else:
-            values = [
-                source[a:b] if f == "1" else None for (a, b), f in zip(pairwise(positions), flags)
-            ]
+        for match in _SET_ROWS.finditer(flags, 0, made_rows):
+            first, end = match.span()
+            values += [None] * (first - done)
+            run_spans = pairwise(positions[first : end + 1])
+            if decode:
+                values += [data[a:b].decode("utf-8") for a, b in run_spans]
+            else:
+                values += [source[a:b] for a, b in run_spans]
+            done = end
     except UnicodeDecodeError:
         return None
+    values += [None] * (made_rows - done)
     if not run & lanes:
         # Null rows hold no bytes (as every writer here lays them out): their
         # lanes of the lengths are 0 and become -1, and the bytes of the

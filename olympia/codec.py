@@ -386,16 +386,12 @@ def encode_node(
             action file named in a format version 1 root.
     """
     node = nf.node
-    keys: list[str] = []
+    keys: list[str] = []  # the system rows'
     values: list[bytes | None] = []
-    defs: list[str | None] = []
-    children: list[str | None] = []
 
     def system(key: str, value: bytes) -> None:
         keys.append(key)
         values.append(value)
-        defs.append(None)
-        children.append(None)
 
     system(K_CREATED_AT, str(nf.created_at_millis).encode())
     system(K_HEIGHT, str(node.height).encode())
@@ -438,59 +434,69 @@ def encode_node(
     for k in sorted(nf.extra):
         system(k, nf.extra[k])
 
-    keys.extend(node.keys)
-    if node.is_leaf:
-        if DefRef not in set(map(type, node.values)):  # every value inline: no step per row
-            values.extend(node.values)  # type: ignore[arg-type]
-            defs.extend([None] * len(node.keys))
-        else:
-            for v in node.values:
-                if isinstance(v, DefRef):
-                    values.append(None)
-                    defs.append(v.path)
-                else:
-                    values.append(v)
-                    defs.append(None)
-        children.extend([None] * len(node.keys))
-    else:
+    # Each column as runs (arrowfile.column_of_runs): the system rows, the
+    # node's entries, the action rows.
+    s = len(keys)
+    n = len(node.keys)
+    a = len(root.actions) if root is not None else 0
+    action_keys = [k for k, _ in root.actions] if root is not None else []
+    action_values = [v for _, v in root.actions] if root is not None else []
+    entry_values: arrowfile.Run
+    entry_defs: arrowfile.TextRun
+    entry_children: arrowfile.TextRun
+    if not node.is_leaf:
         if set(map(type, node.children)) - {str} and not all(
             isinstance(c, str) for c in node.children
         ):
             raise ValueError("encode_node needs every child written first")
-        children.extend(node.children)  # type: ignore[arg-type]
-        values.extend([None] * len(node.keys))
-        defs.extend([None] * len(node.keys))
-    if root is not None:
-        for key, action in root.actions:
-            keys.append(key)
-            values.append(action)
-            defs.append(None)
-            children.append(None)
+        entry_values, entry_defs, entry_children = n, n, node.children  # type: ignore[assignment]
+    elif DefRef not in set(map(type, node.values)):  # every value inline: no step per row
+        entry_values, entry_defs, entry_children = node.values, n, n  # type: ignore[assignment]
+    else:
+        entry_values = [None if isinstance(v, DefRef) else v for v in node.values]
+        entry_defs = [v.path if isinstance(v, DefRef) else None for v in node.values]
+        entry_children = n
 
     # Inline nodes are node files already, each compressed by its own size:
     # they do not count towards the root's compression threshold.
     inline_bytes = sum(map(len, root.inline_nodes)) if root is not None else 0
     return _write_file(
-        MAGIC, format_version, keys, values, defs, children, compression, inline_bytes
+        MAGIC,
+        format_version,
+        [keys, node.keys, action_keys],
+        [values, entry_values, action_values],
+        [s, entry_defs, a],
+        [s, entry_children, a],
+        compression,
+        inline_bytes,
     )
+
+
+def _rows(runs: Sequence[Any]) -> list[Any]:
+    """The rows of a column given as runs (arrowfile.column_of_runs)."""
+    out: list[Any] = []
+    for run in runs:
+        out.extend([None] * run if isinstance(run, int) else run)
+    return out
 
 
 def _write_file(
     magic: bytes,
     format_version: int,
-    keys: list[str],
-    values: list[bytes | None],
-    defs: list[str | None],
-    children: list[str | None],
+    keys: Sequence[arrowfile.TextRun],
+    values: Sequence[arrowfile.Run],
+    defs: Sequence[arrowfile.TextRun],
+    children: Sequence[arrowfile.TextRun],
     compression: str | None,
     uncounted: int = 0,
 ) -> bytes:
+    """A node file of the columns, each given as runs."""
     if arrowfile.ENABLED:
         laid_out = [
-            arrowfile.text_column(keys),
-            arrowfile.column(values),
-            arrowfile.text_column(defs),
-            arrowfile.text_column(children),
+            arrowfile.text_column_of_runs(keys),
+            arrowfile.column_of_runs(values),
+            arrowfile.text_column_of_runs(defs),
+            arrowfile.text_column_of_runs(children),
         ]
         if compression == "none" or (
             sum(c.size for c in laid_out) - uncounted < COMPRESSION_MIN_BYTES
@@ -499,6 +505,23 @@ def _write_file(
             written = arrowfile.write(SCHEMA, magic, format_version, laid_out, crc_)
             if written is not None:
                 return written
+    return _write_with_pyarrow(
+        magic,
+        format_version,
+        (_rows(keys), _rows(values), _rows(defs), _rows(children)),
+        compression,
+        uncounted,
+    )
+
+
+def _write_with_pyarrow(
+    magic: bytes,
+    format_version: int,
+    columns: tuple[list[str | None], list[bytes | None], list[str | None], list[str | None]],
+    compression: str | None,
+    uncounted: int,
+) -> bytes:
+    keys, values, defs, children = columns
     arrays = [
         pa.array(keys, pa.utf8()),
         pa.array(values, pa.binary()),
@@ -827,11 +850,13 @@ def _read_rows(
     bad: Callable[[str], CorruptCatalogError],
     *,
     checksum: bool = True,
+    system_only: bool = False,
 ) -> _Rows:
     """Open an Arrow IPC file of the node schema and verify magic, version,
     schema, buffers and (with ``checksum``) the CRC; return (format version,
-    keys, values, defs, children)."""
-    laid_out = arrowfile.read(data, SCHEMA, magic, versions)
+    keys, values, defs, children). With ``system_only``, the rows may stop
+    after the leading system rows (arrowfile.read)."""
+    laid_out = arrowfile.read(data, SCHEMA, magic, versions, system_only=system_only)
     if laid_out is not None:  # laid out as this implementation writes (arrowfile)
         version, stated, crc, (keys, values, defs, children) = laid_out
         if checksum and crc != stated:
@@ -919,7 +944,9 @@ def inline_nodes_of(data: bytes, path: str, version: int) -> tuple[bytes, ...]:
     def bad(why: str) -> CorruptCatalogError:
         return CorruptCatalogError(f"root file {path} is damaged or not an olympia root: {why}")
 
-    file_version, keys, values, _, _ = _read_rows(data, MAGIC, SUPPORTED_FORMAT_VERSIONS, bad)
+    file_version, keys, values, _, _ = _read_rows(
+        data, MAGIC, SUPPORTED_FORMAT_VERSIONS, bad, system_only=True
+    )
     system = _system_rows(keys, values, bad)
     stated = system.get(K_VERSION, b"").decode("latin-1")
     if not _is_decimal(stated) or int(stated) != version:

@@ -43,6 +43,28 @@ _rows = st.integers(0, 70).flatmap(
 )
 
 
+def _runs(rows: list, cuts: list[int] | None = None) -> list:
+    """``rows`` as runs (arrowfile.column_of_runs): each stretch of null rows
+    a count, each stretch of set rows a list, further cut at ``cuts``."""
+    runs: list = []
+    for i, row in enumerate(rows):
+        cut = bool(cuts) and i in cuts
+        if row is None:
+            if runs and isinstance(runs[-1], int) and not cut:
+                runs[-1] += 1
+            else:
+                runs.append(1)
+        elif runs and isinstance(runs[-1], list) and not cut:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return runs
+
+
+def _rows_of(runs: list) -> list:
+    return [row for run in runs for row in ([None] * run if isinstance(run, int) else run)]
+
+
 def _bad(why: str) -> CorruptCatalogError:
     return CorruptCatalogError(why)
 
@@ -73,7 +95,7 @@ def _pyarrow_file(keys, values, defs, children, version=2):
 @given(_rows, st.sampled_from(SUPPORTED_FORMAT_VERSIONS))
 def test_pyarrow_reads_the_rows_and_metadata_of_a_file_laid_out_here(rows, version):
     keys, values, defs, children = rows
-    data = _write_file(MAGIC, version, keys, values, defs, children, "zstd")
+    data = _write_file(MAGIC, version, [keys], [values], [defs], [children], "zstd")
     assert arrowfile.read(data, SCHEMA, MAGIC, SUPPORTED_FORMAT_VERSIONS) is not None
 
     reader = pa.ipc.open_file(pa.BufferReader(data))
@@ -101,7 +123,7 @@ def test_both_readers_give_the_same_rows(rows, version):
     """Our layout through the reader of this module; pyarrow's layout of the
     same rows through the general reader: the same version and rows."""
     keys, values, defs, children = rows
-    ours = _write_file(MAGIC, version, keys, values, defs, children, "none")
+    ours = _write_file(MAGIC, version, [keys], [values], [defs], [children], "none")
     theirs = _pyarrow_file(keys, values, defs, children, version)
     assert arrowfile.read(theirs, SCHEMA, MAGIC, SUPPORTED_FORMAT_VERSIONS) is None
     expected = (version, keys, values, defs, children)
@@ -123,7 +145,7 @@ def test_columns_of_many_rows_mostly_null_read_alike_both_ways(n, null_share, rn
     values = [None if rnd.random() < null_share else b"v" * rnd.randrange(0, 40) for _ in keys]
     children = [None if v is not None else f"node/{i:013d}-ab.arrow" for i, v in enumerate(values)]
     defs: list[str | None] = [None] * n
-    ours = _write_file(MAGIC, 2, keys, values, defs, children, "none")
+    ours = _write_file(MAGIC, 2, _runs(keys), _runs(values), _runs(defs), _runs(children), "none")
     theirs = _pyarrow_file(keys, values, defs, children)
     assert arrowfile.read(ours, SCHEMA, MAGIC, SUPPORTED_FORMAT_VERSIONS) is not None
     expected = (2, keys, values, defs, children)
@@ -132,6 +154,55 @@ def test_columns_of_many_rows_mostly_null_read_alike_both_ways(n, null_share, rn
     table = pa.ipc.open_file(pa.BufferReader(ours)).read_all()
     assert table.column("value").to_pylist() == values
     assert table.column("child").to_pylist() == children
+
+
+_run_rows = st.lists(st.none() | st.binary(max_size=6), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_run_rows, st.lists(st.integers(0, 40), max_size=6), st.booleans(), st.booleans())
+def test_a_column_given_as_runs_is_laid_out_as_its_rows(rows, cuts, as_text, mixed):
+    """column_of_runs / text_column_of_runs lay out exactly what column /
+    text_column lay out for the same rows in one list, however the rows are
+    cut into runs: runs of null rows given as counts, empty runs, runs of
+    set rows, and (``mixed``) runs that hold both."""
+    if as_text:
+        rows = [None if r is None else r.decode("latin-1") + "é" * (len(r) % 2) for r in rows]
+    runs = _runs(rows, cuts)
+    if mixed:  # each two neighbouring runs made one list of their rows
+        runs = [_rows_of(runs[i : i + 2]) for i in range(0, len(runs), 2)]
+    runs = [0, *runs, [], 0]  # empty runs change nothing
+    assert _rows_of(runs) == rows
+    if as_text:
+        assert arrowfile.text_column_of_runs(runs) == arrowfile.text_column(rows)
+    else:
+        assert arrowfile.column_of_runs(runs) == arrowfile.column(rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_rows, st.integers(0, 8))
+def test_a_file_read_for_its_system_rows_alone_has_the_checksum_of_all_rows(rows, n_system):
+    """arrowfile.read(system_only=True) makes the leading $ rows and nothing
+    else, and its checksum is the whole file's: a changed byte in any row
+    after them is still found."""
+    keys, values, defs, children = rows
+    system = [f"$s{i}" for i in range(n_system)]
+    keys = [*system, *(k.lstrip("$") or "k" for k in keys), "last"]
+    values = [*(b"x%d" % i for i in range(n_system)), *values, b"<the last value>"]
+    defs = [None] * n_system + defs + [None]
+    children = [None] * n_system + children + [None]
+    data = _write_file(MAGIC, 2, [keys], [values], [defs], [children], "none")
+    full = arrowfile.read(data, SCHEMA, MAGIC, (2,))
+    part = arrowfile.read(data, SCHEMA, MAGIC, (2,), system_only=True)
+    assert full is not None and part is not None
+    assert part[:3] == full[:3] and part[1] == part[2]
+    lead = next((i for i, k in enumerate(keys) if not k.startswith("$")), len(keys))
+    assert part[3] == [column[:lead] for column in full[3]]
+    # A changed byte in the last row's value (after the system rows) is seen.
+    assert data.count(b"<the last value>") == 1
+    damaged = data.replace(b"<the last value>", b"<the last valuE>")
+    again = arrowfile.read(damaged, SCHEMA, MAGIC, (2,), system_only=True)
+    assert again is not None and again[2] != again[1]
 
 
 def _leaf_file() -> tuple[NodeFile, bytes]:
