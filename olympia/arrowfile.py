@@ -27,7 +27,7 @@ import re
 import struct
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from typing import Any
@@ -253,35 +253,40 @@ def column_of_runs(runs: Sequence[Run]) -> Column:
     lays out the same rows in one list. A run of null rows or of set rows
     costs a step per run rather than per row (a node's columns are such runs:
     its system rows, its entries, its action rows)."""
-    runs = _coalesced(runs)
-    if len(runs) == 1 and not isinstance(runs[0], int):
-        return column(runs[0])
-    parts: list[_Part] = []
-    for run in runs:
-        if isinstance(run, int) or None in run:
-            parts.append(run if isinstance(run, int) else column(run))
-        else:
-            parts.append((array.array("i", map(len, run)), b"".join(run)))
-    return _joined(parts)
+    return _of_runs(runs, column, _set_bytes)
 
 
 def text_column_of_runs(runs: Sequence[TextRun]) -> Column:
     """:func:`column_of_runs` of text rows, laid out as their UTF-8 bytes."""
+    return _of_runs(runs, text_column, _set_text)
+
+
+def _set_bytes(run: Sequence[bytes]) -> tuple[array.array[int], bytes]:
+    """(sizes, bytes) of a run of set rows."""
+    return array.array("i", map(len, run)), b"".join(run)
+
+
+def _set_text(run: Sequence[str]) -> tuple[array.array[int], bytes]:
+    joined = "".join(run)
+    if joined.isascii():  # one encode for the run; a character is a byte
+        return array.array("i", map(len, run)), joined.encode("ascii")
+    return _set_bytes([r.encode() for r in run])
+
+
+def _of_runs(
+    runs: Sequence[Any], whole: Callable[[Any], Column], set_part: Callable[[Any], _Part]
+) -> Column:
+    """The column of ``runs``: ``whole`` lays out a run holding null rows
+    (or the only run), ``set_part`` a run of set rows."""
     runs = _coalesced(runs)
     if len(runs) == 1 and not isinstance(runs[0], int):
-        return text_column(runs[0])
-    parts: list[_Part] = []
-    for run in runs:
-        if isinstance(run, int) or None in run:
-            parts.append(run if isinstance(run, int) else text_column(run))
-            continue
-        joined = "".join(run)
-        if joined.isascii():  # one encode for the run; a character is a byte
-            parts.append((array.array("i", map(len, run)), joined.encode("ascii")))
-        else:
-            encoded = [r.encode() for r in run]
-            parts.append((array.array("i", map(len, encoded)), b"".join(encoded)))
-    return _joined(parts)
+        return whole(runs[0])
+    return _joined(
+        [
+            run if isinstance(run, int) else whole(run) if None in run else set_part(run)
+            for run in runs
+        ]
+    )
 
 
 def _joined(parts: Sequence[_Part]) -> Column:
