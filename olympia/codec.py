@@ -386,7 +386,8 @@ def encode_node(
             action file named in a format version 1 root.
     """
     node = nf.node
-    keys: list[str] = []  # the system rows'
+    # The system rows; the node's entries and the action rows follow as runs.
+    keys: list[str] = []
     values: list[bytes | None] = []
 
     def system(key: str, value: bytes) -> None:
