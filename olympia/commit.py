@@ -20,7 +20,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from olympia import group, layout, tree
 from olympia.actions import ActionLog
@@ -82,6 +82,25 @@ _GROUP_GATHER_SECONDS = 0.002
 #: entry, its footprint, what yields its encoded actions, and its commit
 #: metadata.
 _Member = tuple[GroupEntry, Footprint, Callable[[], Iterator[tuple[str, bytes]]], CommitInfo | None]
+
+
+class _HeldBack(NamedTuple):
+    """A request claimed and not admitted, whose refusal is held back
+    (spec/transactions.md §3.2 item 4)."""
+
+    txn_id: str
+    #: Why its writer's rebase would fail it, if a rule of §4.1 says.
+    verdict: group.Verdict | None
+    #: The keys and prefixes its actions depend on (:func:`_replay_keys`);
+    #: None: not known, so nothing is assumed about whom it collides with.
+    depends: tuple[frozenset[str], tuple[str, ...]] | None = None
+
+    def collides_with(self, writes: Collection[str]) -> bool:
+        """Whether a transaction writing ``writes`` wrote what it depends on."""
+        if self.depends is None:
+            return False
+        keys, prefixes = self.depends
+        return any(key in keys or key.startswith(prefixes) for key in writes)
 
 
 class ContentMerge(Protocol):
@@ -775,18 +794,22 @@ class _Leader:
         self.id = txn_id
         self.own_actions = own_actions
         self.own_info = own_info
-        #: Requests claimed and not admitted whose answer is held back: one
-        #: is refused after each round (its writer begins again on what the
-        #: round published), the rest when the turn ends (§3.2 item 4); each
-        #: with its verdict, if a rule of §4.1 refuses it.
-        self.held_back: list[tuple[str, group.Verdict | None]] = []
+        #: Requests claimed and not admitted whose answer is held back: the
+        #: oldest may be refused after each round (its writer begins again on
+        #: what the round published), the rest when the turn ends (§3.2 item
+        #: 4); each with its verdict, if a rule of §4.1 refuses it.
+        self.held_back: list[_HeldBack] = []
+        #: Whether this round's refusals include the oldest request held back
+        #: (:meth:`_release_after` of the last round that published: a round
+        #: that publishes nothing answers nobody who would begin again).
+        self.release = True
 
     def lead(self, holder: group.Holder, last: Root, rounds: int) -> None:
         """Holding the publish lock, after publishing ``last``: while
-        requests are held back, refuse them one at a time, each after a
-        further version holding what the other writers of this host left
-        meanwhile, for at most ``rounds`` more rounds (spec/transactions.md
-        §3.2 item 4)."""
+        requests are held back, publish further versions holding what the
+        other writers of this host left meanwhile, refusing the oldest held
+        back after each one that released it (:meth:`_release_after`), for
+        at most ``rounds`` more rounds (spec/transactions.md §3.2 item 4)."""
         answered = len(last.info.transaction_ids) - 1
         for _ in range(rounds):
             if not (self.held_back or self.refused_one):
@@ -817,8 +840,8 @@ class _Leader:
         """Refuse every request held back (before the lock is let go)."""
         held, self.held_back = self.held_back, []
         holder.send_refusals()
-        for txn_id, verdict in held:
-            holder.refuse(txn_id, verdict)
+        for h in held:
+            holder.refuse(h.txn_id, h.verdict)
 
     def lead_round(
         self,
@@ -880,7 +903,8 @@ class _Leader:
                         # other one refused with it, and all but one would
                         # collide again: held back, they begin one at a time.
                         verdict = self._verdict(request, footprint, last, pending)
-                        self.held_back.append((txn_id, verdict))
+                        depends = _replay_keys(footprint, None)
+                        self.held_back.append(_HeldBack(txn_id, verdict, depends))
                         continue
                     new_tree = tree.apply(tip.node, state.changes(), tip.order, store.load_node)
                 except Exception:  # a node that cannot be read, say: its owner publishes it
@@ -903,7 +927,9 @@ class _Leader:
                 return outcome, 0
             # The writers answered after this round read its root ahead.
             previewed = [t for link in links for t in link.transaction_ids if t != self.id]
-            previewed.extend(t for t, _ in self.held_back[:1])
+            self.release = self._release_after(pending)
+            if self.release:
+                previewed.append(self.held_back[0].txn_id)
             tip_version = last.version + len(links)
             try:
                 outcome = store.publish_chain(
@@ -960,10 +986,28 @@ class _Leader:
         if placed is not None and placed > holder.placed:
             holder.placed = placed
         holder.send_refusals()
-        self.refused_one = bool(self.held_back)
-        if self.held_back:
-            txn_id, verdict = self.held_back.pop(0)
-            holder.refuse(txn_id, verdict)
+        self.refused_one = bool(self.held_back) and self.release
+        if self.refused_one:
+            held = self.held_back.pop(0)
+            holder.refuse(held.txn_id, held.verdict)
+
+    def _release_after(self, published: Sequence[tuple[str, Footprint, int]]) -> bool:
+        """Whether the oldest request held back is refused after the round
+        that publishes ``published`` (spec/transactions.md §3.2 item 4): not
+        when one of the requests published wrote what it depends on. That
+        request's writer, answered, begins its next transaction on the new
+        version; on a hot object it writes the same key again, and a writer
+        refused beside it would begin at the same moment on the same version:
+        one of the two attempts would be lost. The holder's own transaction
+        does not count: its writer leads until the turn ends."""
+        if not self.held_back:
+            return False
+        oldest = self.held_back[0]
+        return not any(
+            oldest.collides_with(footprint.writes)
+            for txn_id, footprint, _ in published
+            if txn_id != self.id
+        )
 
     def _group_link(
         self,

@@ -919,12 +919,61 @@ def test_a_turn_with_nothing_held_back_ends_after_its_first_version(tmp_path: Pa
     leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
     assert _requests(folder) == {waiting.id} and cat.version == last.version
     # With one held back (its refusal to pace), the next round publishes it.
-    leader.held_back.append(("someone-refused", None))
+    leader.held_back.append(commit_module._HeldBack("someone-refused", None))
     leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
     leader.refuse_all(holder)
     assert member.answer() == last.version + 1
     assert _versions_of(cat, last.version + 1) == {waiting.id: 1}
     member.close()
+
+
+@pytest.mark.parametrize("table", ["w0", "w1"])
+def test_a_request_held_back_waits_while_a_writer_answered_writes_what_it_depends_on(
+    tmp_path: Path, table: str
+) -> None:
+    """§3.2 item 4: after a version holding a request that wrote what the
+    oldest request held back depends on, that one is not refused: the
+    request's writer, answered, begins again on that version and on a hot
+    object would collide with it. It is refused when the turn ends. After a
+    version whose requests wrote nothing it depends on, it is refused at
+    once, as after the holder's own version (its refusal carries its
+    verdict either way)."""
+    uri = str(tmp_path / "cat")
+    cat = _catalog(uri)
+    folder = _folder(cat)
+    store = cat.store
+    last = store.load_root(cat.version)
+    keys = key_codec(last.definition)
+    # The writer of ``table`` leaves a request; ``held``, whose request was
+    # claimed before, updated w0.t and waits, held back with a verdict.
+    waiting = _updaters(uri, 2)[int(table[1])]
+    request = group.Request(
+        waiting.id,
+        last.version,
+        last.version,
+        "snapshot",
+        tuple(waiting.actions),
+        last.info.transaction_id,
+    )
+    member = group.Member(folder, waiting.id)
+    assert member.ask(request)
+    held = group.Member(folder, "held")
+    w0 = keys.table("w0", "t")
+    verdict = group.Verdict(last.version, "write-write", w0)
+    leader = commit_module._Leader(store, keys, "holder", lambda: iter(()))
+    leader.held_back.append(commit_module._HeldBack("held", verdict, (frozenset({w0}), ())))
+    holder = group.Holder(folder)
+    outcome, links = leader.lead_round(holder, last)
+    assert links == 1 and [r.version for r in outcome.published] == [last.version + 1]
+    assert member.answer() == last.version + 1
+    refused_at_once = Path(folder, "held.out").exists()
+    assert refused_at_once == (table == "w1")
+    assert [h.txn_id for h in leader.held_back] == ([] if table == "w1" else ["held"])
+    leader.refuse_all(holder)
+    assert held.answer() is None and held.verdict == verdict
+    assert held.latest == last.version + 1  # the version in place
+    member.close()
+    held.close()
 
 
 def test_a_preview_wakes_the_writers_named_and_refusals_name_the_version_in_place(
