@@ -28,7 +28,7 @@ from olympia.proto import actions_pb2 as apb
 from olympia.storage import hostlock
 from olympia.storage.hostlock import HostLock
 from olympia.storage.local import LocalStorage
-from olympia.store import CatalogStore
+from olympia.store import CatalogStore, Root
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 
@@ -86,6 +86,16 @@ def _folder(cat: olympia.Catalog) -> str:
     folder = cat.store.storage.group_dir()
     assert folder is not None
     return folder
+
+
+def _ask(folder: str, txn: olympia.Transaction, last: Root) -> group.Member:
+    """``txn``'s writer leaves its request, based on ``last``, in ``folder``."""
+    request = group.Request(
+        txn.id, last.version, last.version, "snapshot", tuple(txn.actions), last.info.transaction_id
+    )
+    member = group.Member(folder, txn.id)
+    assert member.ask(request)
+    return member
 
 
 def _requests(folder: str) -> set[str]:
@@ -902,18 +912,7 @@ def test_a_turn_with_nothing_held_back_ends_after_its_first_version(tmp_path: Pa
     store = cat.store
     last = store.load_root(cat.version)
     waiting = _updaters(uri, 1)[0]
-    request = group.Request(
-        waiting.id,
-        last.version,
-        last.version,
-        "snapshot",
-        tuple(waiting.actions),
-        last.info.transaction_id,
-    )
-    member = group.Member(folder, waiting.id)
-    assert member.ask(request)
-    from olympia.definition import key_codec
-
+    member = _ask(folder, waiting, last)
     leader = commit_module._Leader(store, key_codec(last.definition), "holder", lambda: iter(()))
     holder = group.Holder(folder)
     leader.lead(holder, last, commit_module._GROUP_ROUNDS - 1)
@@ -947,16 +946,7 @@ def test_a_request_held_back_waits_while_a_writer_answered_writes_what_it_depend
     # The writer of ``table`` leaves a request; ``held``, whose request was
     # claimed before, updated w0.t and waits, held back with a verdict.
     waiting = _updaters(uri, 2)[int(table[1])]
-    request = group.Request(
-        waiting.id,
-        last.version,
-        last.version,
-        "snapshot",
-        tuple(waiting.actions),
-        last.info.transaction_id,
-    )
-    member = group.Member(folder, waiting.id)
-    assert member.ask(request)
+    member = _ask(folder, waiting, last)
     held = group.Member(folder, "held")
     w0 = keys.table("w0", "t")
     verdict = group.Verdict(last.version, "write-write", w0)
