@@ -29,9 +29,9 @@ from olympia.cli.base import (
     CliError,
     Command,
     Out,
+    Parser,
     UsageError,
-    _examples,
-    _Parser,
+    examples_epilog,
 )
 from olympia.errors import (
     CommitConflictError,
@@ -60,9 +60,9 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def _common_options() -> _Parser:
+def _common_options() -> Parser:
     """The options every command takes."""
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "--warehouse",
         "-w",
@@ -85,7 +85,7 @@ def _common_options() -> _Parser:
 def build_parser() -> argparse.ArgumentParser:
     """The ``olympia`` parser: the top level, then one subparser per entry of
     :data:`COMMANDS`, which declares its own arguments."""
-    parser = _Parser(
+    parser = Parser(
         prog="olympia",
         description=textwrap.dedent(
             """\
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
             lives only in files (a folder or S3) and gives Iceberg tables transactions
             across many tables."""
         ),
-        epilog=_examples(
+        epilog=examples_epilog(
             "olympia init -w /data/lake",
             "export OLYMPIA_WAREHOUSE=s3://bucket/lake",
             "olympia ls",
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
             parents=[common],
             help=command.help,
             description=command.help,
-            epilog=_examples(*command.examples),
+            epilog=examples_epilog(*command.examples),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(fn=command.run)

@@ -36,7 +36,7 @@ class UsageError(CliError):
         self.usage = usage
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is raised (as :class:`UsageError`) so
     that ``main`` reports it like every other error: one line, JSON under
     ``--json``, exit 2."""
@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage().strip())
 
 
-def _examples(*lines: str) -> str:
+def examples_epilog(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
@@ -87,7 +87,7 @@ class Out:
         return self.err.status(message)
 
 
-def _no_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+def no_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     """A command that takes only the common options."""
 
 
@@ -102,21 +102,21 @@ class Command:
     help: str
     examples: Sequence[str]
     run: Callable[[argparse.Namespace, Out], int]
-    arguments: Callable[[argparse.ArgumentParser, argparse.ArgumentParser], None] = _no_arguments
+    arguments: Callable[[argparse.ArgumentParser, argparse.ArgumentParser], None] = no_arguments
 
 
-def _iso(dt: datetime) -> str:
+def iso_time(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def _warehouse(args: argparse.Namespace) -> str:
+def warehouse_uri(args: argparse.Namespace) -> str:
     uri = args.warehouse or os.environ.get(ENV_WAREHOUSE)
     if not uri:
         raise CliError(f"no catalog given: pass --warehouse URI or set {ENV_WAREHOUSE}")
     return str(uri)
 
 
-def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
+def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """The ``-o KEY=VALUE`` options: PyIceberg's ``s3.*`` keys or s3fs's own
     names (olympia.storage.options checks and converts them when the
     catalog is opened)."""
@@ -131,11 +131,11 @@ def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
     return opts or None
 
 
-def _open(args: argparse.Namespace) -> Catalog:
-    return olympia.load_catalog(_warehouse(args), _storage_options(args))
+def open_catalog(args: argparse.Namespace) -> Catalog:
+    return olympia.load_catalog(warehouse_uri(args), storage_options(args))
 
 
-def _parse_time(text: str) -> datetime:
+def parse_time(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -143,25 +143,25 @@ def _parse_time(text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def _view(cat: Catalog, args: argparse.Namespace) -> CatalogVersion:
+def catalog_view(cat: Catalog, args: argparse.Namespace) -> CatalogVersion:
     if getattr(args, "version", None) is not None and getattr(args, "as_of", None):
         raise CliError("give --version or --as-of, not both")
     if getattr(args, "version", None) is not None:
         return cat.at_version(args.version)
     if getattr(args, "as_of", None):
-        return cat.as_of(_parse_time(args.as_of))
+        return cat.as_of(parse_time(args.as_of))
     return cat.latest()
 
 
-def _version_options(p: argparse.ArgumentParser) -> None:
+def add_version_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("time travel")
-    g.add_argument("--version", type=_nonnegative, metavar="N", help="read version N")
+    g.add_argument("--version", type=nonnegative_int, metavar="N", help="read version N")
     g.add_argument(
         "--as-of", metavar="TIME", help="read the last version at or before TIME (ISO 8601)"
     )
 
 
-def _nonnegative(text: str) -> int:
+def nonnegative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -171,14 +171,14 @@ def _nonnegative(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> int:
-    value = _nonnegative(text)
+def positive_int(text: str) -> int:
+    value = nonnegative_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
-def _port(text: str) -> int:
+def port_number(text: str) -> int:
     """A TCP port number, for argparse (a usage error otherwise)."""
     try:
         port = int(text)
@@ -189,7 +189,7 @@ def _port(text: str) -> int:
     return port
 
 
-def _iceberg_owner(
+def iceberg_layer(
     args: argparse.Namespace,
     purpose: str = "this catalog has purged Iceberg tables, whose files only the Iceberg "
     "layer can delete",
@@ -201,15 +201,15 @@ def _iceberg_owner(
     except ImportError as exc:  # the iceberg extra is not installed
         raise CliError(f"{purpose}; install olympia's iceberg extra: {exc}") from None
     try:
-        properties = catalog_properties(_storage_options(args) or {})
+        properties = catalog_properties(storage_options(args) or {})
     except ValueError as exc:
         raise CliError(f"{purpose}, but: {exc}") from None
     return OlympiaCatalog(
-        "olympia", warehouse=_warehouse(args), **{"create-catalog": "false", **properties}
+        "olympia", warehouse=warehouse_uri(args), **{"create-catalog": "false", **properties}
     )
 
 
-def _absolute(location: str) -> str:
+def absolute_location(location: str) -> str:
     """A relative folder as an absolute path (the server hands table
     locations to clients, which must not depend on its working folder)."""
     if "://" in location or os.path.isabs(location):

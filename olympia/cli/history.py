@@ -14,10 +14,10 @@ from olympia.cli.base import (
     CliError,
     Command,
     Out,
-    _iso,
-    _nonnegative,
-    _open,
-    _positive,
+    iso_time,
+    nonnegative_int,
+    open_catalog,
+    positive_int,
 )
 from olympia.maintenance import TransactionRecord, VersionInfo
 
@@ -47,7 +47,7 @@ def _transaction_json(t: TransactionRecord, reads: bool) -> dict[str, Any]:
 def _version_json(info: VersionInfo, reads: bool = False) -> dict[str, Any]:
     return {
         "version": info.version,
-        "created_at": _iso(info.created_at),
+        "created_at": iso_time(info.created_at),
         "isolation": info.isolation,
         "begin_version": info.begin_version,
         "serialized_before": list(info.serialized_before),
@@ -88,7 +88,7 @@ def _graph_lines(infos: Sequence[VersionInfo], reads: bool = False) -> list[str]
     commit shows the versions it was rebased over, a rollback its target."""
     lines = []
     for info in reversed(infos):
-        lines.append(f"* {info.version:>6}  {_iso(info.created_at)}  {info.isolation or '-'}")
+        lines.append(f"* {info.version:>6}  {iso_time(info.created_at)}  {info.isolation or '-'}")
         for note in _history_notes(info):
             lines.append(f"|         {note}")
         for t in info.transactions:
@@ -104,7 +104,7 @@ def _graph_lines(infos: Sequence[VersionInfo], reads: bool = False) -> list[str]
 
 
 def cmd_log(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
+    cat = open_catalog(args)
     with out.status("reading versions"):
         infos = cat.history(since=args.since)
     if args.limit is not None:
@@ -123,7 +123,7 @@ def cmd_log(args: argparse.Namespace, out: Out) -> int:
             rows.append(
                 [
                     info.version if i == 0 else "",
-                    _iso(info.created_at) if i == 0 else "",
+                    iso_time(info.created_at) if i == 0 else "",
                     t.transaction_id[:12],
                     t.author or "",
                     t.message or "",
@@ -140,7 +140,7 @@ def cmd_log(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
+    cat = open_catalog(args)
     to_version = cat.version if args.to_version is None else args.to_version
     changes = cat.diff(args.from_version, to_version)
     data = {
@@ -162,7 +162,7 @@ def cmd_diff(args: argparse.Namespace, out: Out) -> int:
 def cmd_graph(args: argparse.Namespace, out: Out) -> int:
     from olympia.picture import catalog_svg
 
-    cat = _open(args)
+    cat = open_catalog(args)
     latest = cat.version
     to_version = latest if args.to_version is None else args.to_version
     from_version = max(to_version - 1, 0) if args.from_version is None else args.from_version
@@ -184,8 +184,8 @@ def cmd_graph(args: argparse.Namespace, out: Out) -> int:
 
 
 def _log_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("--since", type=_nonnegative, metavar="N", help="start at version N")
-    p.add_argument("--limit", type=_positive, metavar="K", help="only the newest K versions")
+    p.add_argument("--since", type=nonnegative_int, metavar="N", help="start at version N")
+    p.add_argument("--limit", type=positive_int, metavar="K", help="only the newest K versions")
     p.add_argument("--graph", action="store_true", help="draw the history as a text graph")
     p.add_argument("--reads", action="store_true", help="also list what each transaction read")
 
@@ -206,8 +206,8 @@ LOG = Command(
 
 
 def _diff_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("from_version", type=_nonnegative, metavar="FROM")
-    p.add_argument("to_version", type=_nonnegative, nargs="?", metavar="TO")
+    p.add_argument("from_version", type=nonnegative_int, metavar="FROM")
+    p.add_argument("to_version", type=nonnegative_int, nargs="?", metavar="TO")
 
 
 DIFF = Command(
@@ -221,9 +221,9 @@ DIFF = Command(
 
 def _graph_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", required=True, metavar="FILE", help="the SVG file to write")
-    p.add_argument("from_version", type=_nonnegative, nargs="?", metavar="FROM")
-    p.add_argument("to_version", type=_nonnegative, nargs="?", metavar="TO")
-    p.add_argument("--versions", type=_positive, default=40, help="versions drawn (default 40)")
+    p.add_argument("from_version", type=nonnegative_int, nargs="?", metavar="FROM")
+    p.add_argument("to_version", type=nonnegative_int, nargs="?", metavar="TO")
+    p.add_argument("--versions", type=positive_int, default=40, help="versions drawn (default 40)")
 
 
 GRAPH = Command(

@@ -13,19 +13,19 @@ from olympia.cli.base import (
     CliError,
     Command,
     Out,
-    _iceberg_owner,
-    _iso,
-    _open,
-    _storage_options,
-    _version_options,
-    _view,
-    _warehouse,
+    add_version_options,
+    catalog_view,
+    iceberg_layer,
+    iso_time,
+    open_catalog,
+    storage_options,
+    warehouse_uri,
 )
 
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
-    view = _view(cat, args)
+    cat = open_catalog(args)
+    view = catalog_view(cat, args)
     names = view.list_namespaces()
     if args.namespace is None:
         rows = [[n, len(view.list_tables(n)), len(view.list_views(n))] for n in names]
@@ -85,8 +85,8 @@ def _object_name(
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
-    view = _view(cat, args)
+    cat = open_catalog(args)
+    view = catalog_view(cat, args)
     data: dict[str, Any]
     if args.kind == "namespace":
         if args.name is not None:
@@ -182,7 +182,9 @@ def _iceberg_table(args: argparse.Namespace, name: str, location: str) -> dict[s
         "location": md.location,
         "current_snapshot_id": snapshot.snapshot_id if snapshot else None,
         "snapshots": len(md.snapshots),
-        "last_updated": _iso(datetime.fromtimestamp(md.last_updated_ms / 1000, tz=timezone.utc)),
+        "last_updated": iso_time(
+            datetime.fromtimestamp(md.last_updated_ms / 1000, tz=timezone.utc)
+        ),
         "schema": [
             {"id": f.field_id, "name": f.name, "type": str(f.field_type), "required": f.required}
             for f in schema.fields
@@ -235,17 +237,17 @@ def _iceberg_reader(args: argparse.Namespace, location: str) -> Any:
     reach S3 (a local catalog without ``-o`` options: trying would only wait
     for credentials that are not there)."""
     on_s3 = location.split("://", 1)[0].lower() in ("s3", "s3a", "s3n")
-    if on_s3 and not _warehouse(args).startswith("s3") and not _storage_options(args):
+    if on_s3 and not warehouse_uri(args).startswith("s3") and not storage_options(args):
         return "not read: the metadata file is on S3; give -o s3.endpoint=... (and keys) to read it"
     try:
-        return _iceberg_owner(args, "the Iceberg details need PyIceberg")
+        return iceberg_layer(args, "the Iceberg details need PyIceberg")
     except CliError as exc:
         return str(exc)
 
 
 def _ls_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("namespace", nargs="?", help="a namespace to list")
-    _version_options(p)
+    add_version_options(p)
 
 
 LS = Command(
@@ -261,7 +263,7 @@ def _show_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser)
     p.add_argument("kind", choices=("namespace", "table", "view"))
     p.add_argument("namespace", help="a namespace, or NAMESPACE.NAME of a table or view")
     p.add_argument("name", nargs="?", help="the table's or view's name")
-    _version_options(p)
+    add_version_options(p)
 
 
 SHOW = Command(

@@ -15,13 +15,13 @@ from olympia.cli.base import (
     CliError,
     Command,
     Out,
-    _iceberg_owner,
-    _nonnegative,
-    _open,
-    _parse_time,
-    _positive,
-    _storage_options,
-    _warehouse,
+    iceberg_layer,
+    nonnegative_int,
+    open_catalog,
+    parse_time,
+    positive_int,
+    storage_options,
+    warehouse_uri,
 )
 from olympia.errors import (
     CorruptCatalogError,
@@ -41,7 +41,7 @@ def cmd_init(args: argparse.Namespace, out: Out) -> int:
         options["expire_max_age_millis"] = max(1, round(seconds * 1000))
     if args.expire_min_versions is not None:
         options["expire_min_versions"] = args.expire_min_versions
-    cat = olympia.create_catalog(_warehouse(args), _storage_options(args), **options)
+    cat = olympia.create_catalog(warehouse_uri(args), storage_options(args), **options)
     d = cat.definition
     data = {
         "warehouse": cat.uri,
@@ -73,7 +73,7 @@ def _duration(millis: int) -> str:
 
 
 def cmd_rollback(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
+    cat = open_catalog(args)
     new = cat.rollback_to(args.to, message=args.message, author=args.author)
     out.emit(
         {"rolled_back_to": args.to, "version": new},
@@ -83,7 +83,7 @@ def cmd_rollback(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
+    cat = open_catalog(args)
     if args.drop:
         if args.target is not None:
             raise CliError("export --drop takes only the export's name")
@@ -105,8 +105,8 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_expire(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
-    older = _parse_time(args.older_than) if args.older_than else None
+    cat = open_catalog(args)
+    older = parse_time(args.older_than) if args.older_than else None
     doing = "expiring versions and removing unreachable files"
     if args.dry_run:
         doing = "finding what expiration would remove"
@@ -145,7 +145,7 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
             data["damaged_purge_records"] = damaged
         else:
             with out.status("deleting the files of purged Iceberg tables no kept version holds"):
-                purges = _iceberg_owner(args).run_purges()
+                purges = iceberg_layer(args).run_purges()
             data["purged_tables"] = purges.purged_tables
             data["pending_purges"] = purges.pending_tables
             data["deleted_table_files"] = purges.deleted_files
@@ -181,7 +181,7 @@ def _due_purges(args: argparse.Namespace, floor: int) -> tuple[int, int, list[st
     """``(due, pending, damaged records)``: the purges of Iceberg tables that a
     run which moves the floor to ``floor`` would carry out
     (:func:`olympia.iceberg.purge.plan`), counted without deleting."""
-    owner = _iceberg_owner(args)  # says so when the iceberg extra is missing
+    owner = iceberg_layer(args)  # says so when the iceberg extra is missing
     from olympia.iceberg import purge
 
     todo = purge.plan(owner, floor)
@@ -234,13 +234,13 @@ def _fsck(args: argparse.Namespace) -> Any:
     latest root is damaged, the same check on its storage, which reports
     that root among the damaged files (spec/transactions.md §8.3)."""
     try:
-        cat = _open(args)
+        cat = open_catalog(args)
     except CorruptCatalogError:
         from olympia.maintenance import check_files
         from olympia.storage import open_storage
         from olympia.store import CatalogStore
 
-        store = CatalogStore(open_storage(_warehouse(args), _storage_options(args)))
+        store = CatalogStore(open_storage(warehouse_uri(args), storage_options(args)))
         try:
             store.load_latest()
         except CorruptCatalogError:
@@ -252,7 +252,7 @@ def _fsck(args: argparse.Namespace) -> Any:
 def _init_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", choices=("snapshot", "serializable"), help="default isolation")
     p.add_argument(
-        "--node-order", type=_positive, metavar="M", help="B-tree node order (default 128)"
+        "--node-order", type=positive_int, metavar="M", help="B-tree node order (default 128)"
     )
     p.add_argument(
         "--expire-max-age-seconds",
@@ -263,7 +263,7 @@ def _init_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser)
     )
     p.add_argument(
         "--expire-min-versions",
-        type=_positive,
+        type=positive_int,
         metavar="K",
         help="`olympia expire` without options keeps at least the newest K versions (default 1)",
     )
@@ -283,7 +283,7 @@ INIT = Command(
 
 
 def _rollback_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("to", type=_nonnegative, metavar="VERSION")
+    p.add_argument("to", type=nonnegative_int, metavar="VERSION")
     p.add_argument("-m", "--message", help="why: the commit message stored with the rollback")
     p.add_argument("--author", help="who: stored with the rollback (default: none)")
 
@@ -319,7 +319,7 @@ EXPORT = Command(
 
 def _expire_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--older-than", metavar="TIME", help="expire versions created before TIME")
-    p.add_argument("--keep-last", type=_positive, metavar="K", help="keep the newest K versions")
+    p.add_argument("--keep-last", type=positive_int, metavar="K", help="keep the newest K versions")
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -9,11 +9,11 @@ from olympia.cli.base import (
     CliError,
     Command,
     Out,
-    _absolute,
-    _port,
-    _positive,
-    _storage_options,
-    _warehouse,
+    absolute_location,
+    port_number,
+    positive_int,
+    storage_options,
+    warehouse_uri,
 )
 
 
@@ -31,16 +31,16 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         raise CliError(str(exc)) from None
     from olympia.iceberg.catalog import catalog_properties
 
-    warehouse = _absolute(_warehouse(args))
+    warehouse = absolute_location(warehouse_uri(args))
     try:
         serve(
             warehouse,
-            properties=catalog_properties(_storage_options(args) or {}),
+            properties=catalog_properties(storage_options(args) or {}),
             host=args.host,
             port=args.port,
             token=token,
             prefix=args.prefix,
-            allowed_locations=[_absolute(a) for a in args.allowed_location],
+            allowed_locations=[absolute_location(a) for a in args.allowed_location],
             allow_overlapping_locations=args.allow_overlapping_locations,
             transaction_idle_seconds=args.transaction_idle_seconds,
             max_open_transactions=args.max_open_transactions,
@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
 def _serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8181, help="port (default 8181)")
+    p.add_argument("--port", type=port_number, default=8181, help="port (default 8181)")
     p.add_argument(
         "--token-file",
         metavar="FILE",
@@ -82,7 +82,7 @@ def _serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     )
     p.add_argument(
         "--max-open-transactions",
-        type=_positive,
+        type=positive_int,
         default=1000,
         metavar="N",
         help="at most N /txn transactions open at once (default 1000)",

@@ -12,13 +12,13 @@ from olympia.cli.base import (
     EXIT_OK,
     Command,
     Out,
-    _iso,
-    _open,
+    iso_time,
+    open_catalog,
 )
 
 
 def cmd_txn(args: argparse.Namespace, out: Out) -> int:
-    cat = _open(args)
+    cat = open_catalog(args)
     if args.txn_command == "list":
         infos = cat.list_transactions(include_expired=args.all)
         data = [_txn_json(t) for t in infos]
@@ -69,7 +69,7 @@ def cmd_txn(args: argparse.Namespace, out: Out) -> int:
 
 def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:
     def ms(x: int) -> str:
-        return _iso(datetime.fromtimestamp(x / 1000, tz=timezone.utc))
+        return iso_time(datetime.fromtimestamp(x / 1000, tz=timezone.utc))
 
     return {
         "id": t.id,
