@@ -202,10 +202,10 @@ def column(rows: Sequence[bytes | None]) -> Column:
                 bits |= 1 << i
         validity = bits.to_bytes((n + 7) // 8, "little")
         offsets = array.array("i", accumulate((0 if x < 0 else x for x in lengths), initial=0))
-        return Column(nulls, validity, offsets.tobytes(), data, array.array("i", lengths).tobytes())
+        return Column(nulls, validity, offsets.tobytes(), data, _le_int32(lengths))
     lengths_ = array.array("i", map(len, rows))  # type: ignore[arg-type]
     offsets = array.array("i", accumulate(lengths_, initial=0))
-    return Column(0, b"", offsets.tobytes(), b"".join(rows), lengths_.tobytes())  # type: ignore[arg-type]
+    return Column(0, b"", offsets.tobytes(), b"".join(rows), _le_int32(lengths_))  # type: ignore[arg-type]
 
 
 def text_column(rows: Sequence[str | None]) -> Column:
@@ -326,7 +326,9 @@ def _joined(parts: Sequence[_Part]) -> Column:
 
 
 def checksum(columns: Sequence[Column]) -> int:
-    """The CRC of spec/format.md §3.1 over laid-out columns."""
+    """The CRC of spec/format.md §3.1 over laid-out columns (their
+    ``crc_lengths`` and ``data``: the parts :func:`_crc_parts` takes from a
+    file's buffers)."""
     crc = 0
     for c in columns:
         crc = zlib.crc32(c.crc_lengths, crc)
@@ -518,71 +520,150 @@ def _column_rows(
         if any(body[v_at : v_at + (rows + 7) // 8]):
             return None  # a bit says a row is there (the general path decides)
         return [None] * min(rows, rows if limit is None else limit), NULL_LENGTH * rows, b""
-    # Ascending offsets: each 32-bit lane of the difference is one row's length.
-    lengths = (
-        int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")
-    ).to_bytes(4 * rows, "little")
     data = body[d_at : d_at + d_len].tobytes()
-    made = positions if limit is None else positions[: limit + 1]  # the rows to make
+    made_rows = rows if limit is None else min(limit, rows)
+    flags = None
+    if nulls:
+        if v_len < (rows + 7) // 8:
+            return None
+        bits = int.from_bytes(body[v_at : v_at + (rows + 7) // 8], "little") & ((1 << rows) - 1)
+        if rows - bits.bit_count() != nulls:
+            return None
+        flags = _flags(bits, rows)
+    try:
+        if made_rows >= _PYARROW_ROWS:
+            validity = body[v_at : v_at + (rows + 7) // 8] if nulls else None
+            values = _made_by_pyarrow(made_rows, validity, raw_offsets, data, text)
+        else:
+            values = _made_here(positions[: made_rows + 1], data, text, flags)
+    except UnicodeDecodeError:
+        return None
+    return (values, *_crc_parts(rows, raw_offsets, positions, data, flags))
+
+
+#: From this many rows, a column's rows are made by pyarrow (one call into
+#: its C++ over the buffers already checked) rather than a slice each here:
+#: a call costs about as much as 15-20 slices.
+_PYARROW_ROWS = 24
+_BINARY = pa.binary()
+_UTF8 = pa.utf8()
+
+
+def _made_by_pyarrow(
+    rows: int, validity: Any, raw_offsets: Any, data: bytes, text: bool
+) -> list[Any]:
+    """The first ``rows`` rows of a column whose buffers have been checked
+    (offsets ascending inside ``data``, a bitmap of the stated nulls), made
+    by pyarrow; text that is not UTF-8 raises UnicodeDecodeError."""
+    buffers = [
+        None if validity is None else pa.py_buffer(validity),
+        pa.py_buffer(raw_offsets),
+        pa.py_buffer(data),
+    ]
+    made: list[Any] = pa.Array.from_buffers(_UTF8 if text else _BINARY, rows, buffers).to_pylist()
+    return made
+
+
+def _made_here(made: list[int], data: bytes, text: bool, flags: str | None) -> list[Any]:
+    """The rows between the positions ``made`` (one more than the rows), a
+    run of set rows at a time, with no step per null row; text that is not
+    UTF-8 raises UnicodeDecodeError."""
     if text and data.isascii():  # one decode (of the rows made); a byte is a character
-        source: str | bytes = data.decode("ascii") if limit is None else data[: made[-1]].decode()
+        source: str | bytes = data[: made[-1]].decode("ascii")
         decode = False
     else:
         source, decode = data, text
-    if not nulls:
-        try:
-            if decode:
-                values: list[Any] = [data[a:b].decode("utf-8") for a, b in pairwise(made)]
-            else:
-                values = [source[a:b] for a, b in pairwise(made)]
-        except UnicodeDecodeError:
-            return None
-        return values, lengths, data[positions[0] : positions[-1]]
-    if v_len < (rows + 7) // 8:
-        return None
-    bits = int.from_bytes(body[v_at : v_at + (rows + 7) // 8], "little") & ((1 << rows) - 1)
-    if rows - bits.bit_count() != nulls:
-        return None
-    # One character per row, row 0 first: "1" present, "0" null. The rows
-    # and the checksum's lengths are then made a run of rows at a time, with
-    # no step per null row (an internal node's value column is null but for
-    # its system rows, its child column set but for them).
-    flags = format(bits, f"0{rows}b")[::-1]
-    lanes = int.from_bytes(flags.translate(_NULL_LANES).encode("latin-1"), "little")
-    run = int.from_bytes(lengths, "little")
-    values = []
+    if flags is None:
+        if decode:
+            return [data[a:b].decode("utf-8") for a, b in pairwise(made)]
+        return [source[a:b] for a, b in pairwise(made)]
+    values: list[Any] = []
     done = 0
     made_rows = len(made) - 1
-    try:
-        for match in _SET_ROWS.finditer(flags, 0, made_rows):
-            first, end = match.span()
-            values += [None] * (first - done)
-            run_spans = pairwise(positions[first : end + 1])
-            if decode:
-                values += [data[a:b].decode("utf-8") for a, b in run_spans]
-            else:
-                values += [source[a:b] for a, b in run_spans]
-            done = end
-    except UnicodeDecodeError:
-        return None
+    for match in _SET_ROWS.finditer(flags, 0, made_rows):
+        first, end = match.span()
+        values += [None] * (first - done)
+        run_spans = pairwise(made[first : end + 1])
+        if decode:
+            values += [data[a:b].decode("utf-8") for a, b in run_spans]
+        else:
+            values += [source[a:b] for a, b in run_spans]
+        done = end
     values += [None] * (made_rows - done)
+    return values
+
+
+def _flags(bits: int, rows: int) -> str:
+    """One character per row, row 0 first: "1" present, "0" null."""
+    return format(bits, f"0{rows}b")[::-1] if rows else ""
+
+
+def _crc_parts(
+    rows: int, raw_offsets: Any, positions: list[int], data: Any, flags: str | None
+) -> tuple[bytes, bytes]:
+    """The two parts of a column's checksum (spec/format.md §3.1): its rows'
+    lengths as int32 little-endian (-1 for a null row), then the bytes of its
+    set rows, from its Arrow buffers: ``raw_offsets`` (the ``rows + 1``
+    offsets, checked never to decrease, as little-endian bytes) and their
+    ``positions``, ``data`` and (None when no row is null) ``flags``. This
+    is the checksum every reader and writer of this implementation takes
+    from buffers; :func:`column` gives the same parts of rows it lays out.
+
+    Ascending offsets: read as one little-endian integer and subtracted from
+    themselves shifted by a row, each 32-bit lane of the difference is one
+    row's length (no lane borrows from the next)."""
+    run = int.from_bytes(raw_offsets[4:], "little") - int.from_bytes(raw_offsets[:-4], "little")
+    if flags is None:
+        return run.to_bytes(4 * rows, "little"), data[positions[0] : positions[-1]]
+    lanes = int.from_bytes(flags.translate(_NULL_LANES).encode("latin-1"), "little")
     if not run & lanes:
         # Null rows hold no bytes (as every writer here lays them out): their
         # lanes of the lengths are 0 and become -1, and the bytes of the
         # present rows are one run.
-        return (
-            values,
-            (run | lanes).to_bytes(4 * rows, "little"),
-            data[positions[0] : positions[-1]],
-        )
+        return (run | lanes).to_bytes(4 * rows, "little"), data[positions[0] : positions[-1]]
     # A null row spanning bytes (Arrow allows it): they are no row's, so
     # they are left out of the checksum, one row at a time.
-    crc_lengths = array.array("i")
-    crc_lengths.frombytes(lengths)
-    for i, f in enumerate(flags):
-        if f == "0":
-            crc_lengths[i] = -1
+    spans = pairwise(positions)
+    lengths = [b - a if f == "1" else -1 for (a, b), f in zip(spans, flags, strict=True)]
     present = b"".join(
         [data[a:b] for (a, b), f in zip(pairwise(positions), flags, strict=True) if f == "1"]
     )
-    return values, crc_lengths.tobytes(), present
+    return _le_int32(lengths), present
+
+
+def _le_int32(values: Sequence[int]) -> bytes:
+    """``values`` as int32 little-endian, whatever the machine."""
+    out = values if isinstance(values, array.array) else array.array("i", values)
+    if sys.byteorder == "big":
+        out = array.array("i", out)
+        out.byteswap()
+    return out.tobytes()
+
+
+def buffer_checksum(
+    crc: int, rows: int, nulls: int, validity: Any, offsets: Any, data: Any, offset: int = 0
+) -> int | None:
+    """``crc`` continued over one column (spec/format.md §3.1) read from its
+    Arrow buffers (``validity`` may be None when no row is null; ``offset``
+    is the column's first row in them, as in a slice of an Arrow array),
+    which the caller has validated in full. None on a machine where this
+    module is not :data:`ENABLED` (the caller then takes the rows)."""
+    if nulls == rows:
+        return zlib.crc32(NULL_LENGTH * rows, crc)
+    if not ENABLED:
+        return None
+    raw_offsets = memoryview(offsets)[4 * offset : 4 * (offset + rows + 1)]
+    positions = array.array("i", raw_offsets.tobytes()).tolist()
+    flags = None
+    if nulls:
+        bits = (int.from_bytes(memoryview(validity), "little") >> offset) & ((1 << rows) - 1)
+        flags = _flags(bits, rows)
+    body = memoryview(data if data is not None else b"")  # no data buffer: no bytes
+    lengths, present = _crc_parts(rows, raw_offsets, positions, body, flags)
+    return zlib.crc32(present, zlib.crc32(lengths, crc))
+
+
+def rows_checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
+    """The checksum of spec/format.md §3.1 of columns given as rows (bytes
+    or None), as :func:`column` lays them out."""
+    return checksum([column(rows) for rows in columns])

@@ -11,11 +11,8 @@ hold the action records of one transaction.
 
 from __future__ import annotations
 
-import array
 import operator
 import re
-import sys
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,7 +24,6 @@ from olympia import arrowfile
 from olympia.arrowfile import META_CHECKSUM as META_CHECKSUM
 from olympia.arrowfile import META_MAGIC as META_MAGIC
 from olympia.arrowfile import META_VERSION as META_VERSION
-from olympia.arrowfile import NULL_LENGTH
 from olympia.errors import CorruptCatalogError, InvalidArgumentError, InvalidArgumentTypeError
 from olympia.layout import MAX_VERSION, parse_inline_ref
 from olympia.node import DefRef, Node, Value
@@ -343,28 +339,8 @@ class NodeFile:
 
 
 def _checksum(columns: Sequence[Sequence[bytes | None]]) -> int:
-    """CRC-32 over the canonical content: per column, the int32 LE lengths
-    (-1 for null) of every row, then the concatenated non-null bytes."""
-    crc = 0
-    for col in columns:
-        nulls = col.count(None)
-        if nulls == len(col):  # a column a node does not use (no bytes follow)
-            crc = zlib.crc32(NULL_LENGTH * nulls, crc)
-            continue
-        if nulls:
-            lengths = array.array("i", [-1 if v is None else len(v) for v in col])
-            data = b"".join(v for v in col if v is not None)
-        else:
-            lengths = array.array("i", map(len, col))  # type: ignore[arg-type]
-            data = b"".join(col)  # type: ignore[arg-type]
-        if _BIG_ENDIAN:
-            lengths.byteswap()
-        crc = zlib.crc32(lengths, crc)
-        crc = zlib.crc32(data, crc)
-    return crc
-
-
-_BIG_ENDIAN = sys.byteorder == "big"
+    """The CRC of spec/format.md §3.1 of columns given as rows."""
+    return arrowfile.rows_checksum(columns)
 
 
 def _data_size(arrays: Sequence[pa.Array]) -> int:
@@ -733,61 +709,13 @@ def _text_column(
 def _column_checksum(raw: pa.Array, crc: int) -> int | None:
     """``crc`` continued over one column's part of the checksum (format.md
     §3.1), read straight from the Arrow buffers of ``raw`` (the column
-    viewed as binary, already validated in full) with a few steps per run
-    of non-null rows rather than one per row. None on a big-endian machine
-    or for a column of many runs (the caller then takes the rows one by
-    one).
-
-    The lengths of a run: its offsets read as one little-endian integer,
-    shifted by one row, subtracted. Validated offsets never decrease, so no
-    32-bit lane borrows from the next and each lane of the difference holds
-    one row's length. The bytes of a run: the slice between its first and
-    its last offset, which is what concatenating its rows gives."""
-    n = len(raw)
-    nulls = raw.null_count
-    if nulls == n:
-        return zlib.crc32(NULL_LENGTH * n, crc)
-    if _BIG_ENDIAN:
-        return None
-    validity, offset_buffer, data_buffer = raw.buffers()[:3]
-    runs: list[tuple[int, int]] = []
-    if not nulls:
-        runs.append((0, n))
-    else:
-        bits = (int.from_bytes(memoryview(validity), "little") >> raw.offset) & ((1 << n) - 1)
-        at = 0
-        while bits:
-            gap = (bits & -bits).bit_length() - 1  # null rows before the next run
-            bits >>= gap
-            at += gap
-            length = (~bits & (bits + 1)).bit_length() - 1  # the run's rows
-            runs.append((at, at + length))
-            bits >>= length
-            at += length
-            if len(runs) > _MAX_RUNS:
-                return None
-    offsets = memoryview(offset_buffer)[4 * raw.offset : 4 * (raw.offset + n + 1)]
-    lengths: list[bytes] = []
-    spans: list[tuple[int, int]] = []
-    done = 0
-    for first, end in runs:
-        lengths.append(NULL_LENGTH * (first - done))
-        starts = int.from_bytes(offsets[4 * first : 4 * end], "little")
-        ends = int.from_bytes(offsets[4 * first + 4 : 4 * end + 4], "little")
-        lengths.append((ends - starts).to_bytes(4 * (end - first), "little"))
-        spans.append((starts & 0xFFFFFFFF, ends >> (32 * (end - first - 1))))
-        done = end
-    lengths.append(NULL_LENGTH * (n - done))
-    crc = zlib.crc32(b"".join(lengths), crc)
-    data = memoryview(data_buffer)
-    for start, stop in spans:
-        crc = zlib.crc32(data[start:stop], crc)
-    return crc
-
-
-#: Runs of non-null rows a column may have for :func:`_column_checksum`
-#: (a root has up to three: system rows, pivot table, actions).
-_MAX_RUNS = 8
+    viewed as binary, already validated in full) by
+    :func:`arrowfile.buffer_checksum`; None where that module is not enabled
+    (the caller then takes the rows one by one)."""
+    validity, offsets, data = raw.buffers()[:3]
+    return arrowfile.buffer_checksum(
+        crc, len(raw), raw.null_count, validity, offsets, data, raw.offset
+    )
 
 
 def _single_batch_rows(
@@ -1225,11 +1153,13 @@ def decode_actions(data: bytes, path: str) -> ActionFile:
     start = len(system)
     if start + ints[K_N_ACTIONS] != len(keys):
         raise bad("row counts do not add up")
-    if any(d is not None for d in defs) or any(c is not None for c in children):
+    if defs.count(None) != len(defs) or children.count(None) != len(children):
         raise bad("an action row holds a def or a child")
-    actions: list[tuple[str, bytes]] = []
-    for key, value in zip(keys[start:], values[start:]):
-        if key is None or value is None:
-            raise bad("action row without key or value")
-        actions.append((key, value))
-    return ActionFile(txn_id, ints[K_CREATED_AT], tuple(actions))
+    action_values = values[start:]
+    if None in action_values:  # (keys are never null: _read_rows refuses that)
+        raise bad("action row without key or value")
+    return ActionFile(
+        txn_id,
+        ints[K_CREATED_AT],
+        tuple(zip(keys[start:], action_values)),  # type: ignore[arg-type]  # no None (above)
+    )

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from olympia import arrowfile
 from olympia.codec import (
+    ACTION_BATCH_ROWS,
+    ACTIONS_MAGIC,
     MAGIC,
     META_CHECKSUM,
     META_MAGIC,
@@ -24,7 +26,9 @@ from olympia.codec import (
     _read_rows,
     _utf8,
     _write_file,
+    decode_actions,
     decode_node,
+    encode_actions,
     encode_node,
 )
 from olympia.errors import CorruptCatalogError
@@ -154,6 +158,37 @@ def test_columns_of_many_rows_mostly_null_read_alike_both_ways(n, null_share, rn
     table = pa.ipc.open_file(pa.BufferReader(ours)).read_all()
     assert table.column("value").to_pylist() == values
     assert table.column("child").to_pylist() == children
+
+
+@pytest.mark.parametrize("n", [5, arrowfile._PYARROW_ROWS - 1, arrowfile._PYARROW_ROWS, 60])
+@pytest.mark.parametrize("nulls", [False, True])
+@pytest.mark.parametrize("limit", [None, 3])
+def test_rows_made_either_way_are_the_rows_and_bad_utf8_goes_to_the_general_path(n, nulls, limit):
+    """A column's rows are made one by one when it is short and by pyarrow
+    from _PYARROW_ROWS rows: either way they are the rows written (text not
+    ASCII too, nulls in runs, only the first ``limit``), and a row of text
+    that is not UTF-8 makes the column the general path's (None here)."""
+    rows: list[bytes | None] = [f"ré{i}".encode() if i % 3 else b"ab" * i for i in range(n)]
+    if nulls:
+        rows = [None if i % 4 == 1 else r for i, r in enumerate(rows)]
+    col = arrowfile.column(rows)
+    body = memoryview(col.validity + bytes(-len(col.validity) % 8) + col.offsets + col.data)
+    v_len, o_at = len(col.validity), len(col.validity) + (-len(col.validity) % 8)
+    spans = (0, v_len, o_at, len(col.offsets), o_at + len(col.offsets), len(col.data))
+    made = rows if limit is None else rows[:limit]
+    text = [None if r is None else r.decode() for r in made]
+    for as_text, expected in ((True, text), (False, made)):
+        got = arrowfile._column_rows(body, n, col.nulls, spans, as_text, limit)
+        assert got is not None
+        assert got[0] == expected
+        assert got[1] == col.crc_lengths and got[2] == col.data
+    broken = list(rows)
+    broken[2] = b"\xff\xfe"  # row 2 is made whatever the limit
+    col = arrowfile.column(broken)
+    body = memoryview(col.validity + bytes(-len(col.validity) % 8) + col.offsets + col.data)
+    spans = (0, v_len, o_at, len(col.offsets), o_at + len(col.offsets), len(col.data))
+    assert arrowfile._column_rows(body, n, col.nulls, spans, True, limit) is None
+    assert arrowfile._column_rows(body, n, col.nulls, spans, False, limit) is not None
 
 
 _run_rows = st.lists(st.none() | st.binary(max_size=6), max_size=40)
@@ -332,3 +367,52 @@ def test_bytes_like_input_other_than_bytes_is_read_the_general_way():
     for view in (bytearray(data), memoryview(data)):
         assert arrowfile.read(view, SCHEMA, MAGIC, (2,)) is None  # type: ignore[arg-type]
         assert decode_node(view, "node/v").node.keys == nf.node.keys  # type: ignore[arg-type]
+
+
+# --- action files (spec/format.md §3.5): no checksum, so always pyarrow's
+# layout (for the hundreds of rows an action file holds, pyarrow writes and
+# reads them faster than this module) ----------------------------------------
+
+
+def _actions(n: int, value_size: int = 40) -> list[tuple[str, bytes]]:
+    return [(f"t/ns/täble{i}", bytes([i % 251]) * value_size) for i in range(n)]
+
+
+def test_action_files_of_one_batch_or_several_compressed_or_not_read_back_alike():
+    """From 64 KiB of column data the file is compressed (§3.5), and past
+    ACTION_BATCH_ROWS rows it has several batches: each reads back to the
+    actions it was given, with no olympia.checksum in its schema."""
+    big = _actions(2000, value_size=60)  # about 150 KiB
+    data = encode_actions("t", iter(big), len(big), 1, compression="zstd")
+    meta = pa.ipc.open_file(pa.BufferReader(data)).schema.metadata
+    assert meta == {META_MAGIC: ACTIONS_MAGIC, META_VERSION: b"2"}
+    assert list(decode_actions(data, "act/x").actions) == big
+    same = encode_actions("t", iter(big), len(big), 1, compression="none")
+    assert len(same) > len(data)
+    assert decode_actions(same, "act/y") == decode_actions(data, "act/x")
+    many = [(f"k{i}", b"") for i in range(ACTION_BATCH_ROWS)]
+    data = encode_actions("t", iter(many), len(many), 1, compression="none")
+    assert pa.ipc.open_file(pa.BufferReader(data)).num_record_batches == 2
+    assert list(decode_actions(data, "act/z").actions) == many
+    with pytest.raises(ValueError, match="promised 3 actions and got 2"):
+        encode_actions("t", iter(_actions(2)), 3, 1)
+
+
+def test_every_byte_of_a_small_action_file_is_refused_or_read_as_rows():
+    """Each byte of a small action file, flipped: decoding refuses it
+    as damage naming the file, or reads rows (a flipped byte of the column
+    data changes a row: the digest in the file's name, which the store
+    checks, is what catches that), never another exception."""
+    actions = _actions(5, value_size=3)
+    data = encode_actions("t", iter(actions), 5, 1)
+    changed = 0
+    for i in range(len(data)):
+        damaged = data[:i] + bytes([data[i] ^ 0x41]) + data[i + 1 :]
+        try:
+            got = decode_actions(damaged, "act/d")
+        except CorruptCatalogError as exc:
+            assert "act/d" in str(exc)
+            continue
+        changed += got.actions != tuple(actions)
+        assert len(got.actions) == 5, i
+    assert changed > 0  # some flips land in the rows' bytes
