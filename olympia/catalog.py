@@ -15,6 +15,8 @@ from olympia.errors import (
     CatalogAlreadyExistsError,
     CommitConflictError,
     CorruptCatalogError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     VersionNotFoundError,
 )
 from olympia.layout import MAX_VERSION
@@ -24,7 +26,7 @@ from olympia.objects import ObjectChange, TransactionInfo, parse
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogVersion
 from olympia.storage import Storage, open_storage
-from olympia.store import CatalogStore
+from olympia.store import DEFAULT_CACHE_BYTES, CatalogStore
 from olympia.transaction import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RECOVER_AFTER_SECONDS,
@@ -408,11 +410,16 @@ def _check_uri(uri: object, storage_options: object) -> None:
 
 
 def create_catalog(
-    uri: str | Storage, storage_options: dict[str, Any] | None = None, **definition: Any
+    uri: str | Storage,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    **definition: Any,
 ) -> Catalog:
     """Create a new, empty catalog (version 0) at ``uri``.
 
-    ``definition`` options are listed in spec/format.md §7.
+    ``definition`` options are listed in spec/format.md §7; ``cache_bytes``
+    is as for :func:`load_catalog`.
 
     Raises:
         CatalogAlreadyExistsError: a catalog already exists there.
@@ -421,9 +428,10 @@ def create_catalog(
         InvalidArgumentError: a bad ``uri`` or ``storage_options``.
     """
     _check_uri(uri, storage_options)
+    _check_cache_bytes(cache_bytes)
     catalog_def = build_definition(definition)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
-    store = CatalogStore(storage)
+    store = CatalogStore(storage, cache_bytes)
     if storage.list("vn"):
         raise CatalogAlreadyExistsError(f"a catalog already exists at {storage.location}")
     try:
@@ -433,8 +441,19 @@ def create_catalog(
     return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
 
 
-def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = None) -> Catalog:
+def load_catalog(
+    uri: str | Storage,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+) -> Catalog:
     """Open the catalog at ``uri``.
+
+    ``cache_bytes`` bounds the memory the catalog object keeps for files it
+    read or wrote (decoded nodes, definition files, roots; estimated, not
+    measured), 256 MiB by default; 0 keeps nothing, so every read goes to
+    storage. Files never change once written, so the cache holds no stale
+    entries: its size trades memory for reads.
 
     Raises:
         CatalogNotFoundError: no catalog exists there.
@@ -442,8 +461,9 @@ def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = No
         InvalidArgumentError: a bad ``uri`` or ``storage_options``.
     """
     _check_uri(uri, storage_options)
+    _check_cache_bytes(cache_bytes)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
-    store = CatalogStore(storage)
+    store = CatalogStore(storage, cache_bytes)
     root = store.load_latest()
     if root.definition.format_version > FORMAT_VERSION:
         raise CorruptCatalogError(
@@ -451,6 +471,15 @@ def load_catalog(uri: str | Storage, storage_options: dict[str, Any] | None = No
             f"this olympia reads version {FORMAT_VERSION}"
         )
     return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
+
+
+def _check_cache_bytes(cache_bytes: object) -> None:
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int):
+        raise InvalidArgumentTypeError(
+            f"'cache_bytes' must be an int (bytes), got {type(cache_bytes).__name__}"
+        )
+    if cache_bytes < 0:
+        raise InvalidArgumentError(f"'cache_bytes' must be 0 or more bytes, got {cache_bytes}")
 
 
 __all__ = ["Catalog", "CatalogVersion", "create_catalog", "load_catalog"]

@@ -299,11 +299,61 @@ INLINE_BYTES_MAX = 512 * 1024
 _INLINE_PREFIX = f"{layout.VERSION_DIR}/"
 
 
+#: Bytes a process may keep in the caches of one open catalog by default
+#: (``cache_bytes`` of :func:`olympia.load_catalog`): decoded nodes, the
+#: definition files they name, and roots, each weighed by an estimate of the
+#: memory it takes.
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+#: What a decoded row costs beyond its bytes (the Python objects: a key
+#: string, a value or child object, their slots in the node's tuples),
+#: measured with tracemalloc on leaves, internal nodes and roots: 71-87.
+_ROW_BYTES = 96
+
+
+def node_weight(node: Node) -> int:
+    """The memory a decoded ``node`` takes, about: the bytes of its keys and
+    values (or children) and a fixed cost per row. Taken from the node, not
+    its file, which may be compressed."""
+    items = node.values if node.is_leaf else node.children
+    try:
+        content = sum(map(len, items))  # type: ignore[arg-type]
+    except TypeError:  # a definition file reference among the values
+        content = sum(len(v) if isinstance(v, bytes | str) else _ROW_BYTES for v in items)
+    return sum(map(len, node.keys)) + content + _ROW_BYTES * len(node.keys)
+
+
+def _root_weight(root: Root) -> int:
+    info = root.info
+    rows = len(root.node.keys) + len(info.actions)
+    return (
+        sum(map(len, info.inline_nodes))
+        + sum(len(a) for _, a in info.actions)
+        + len(info.catalog_def)
+        + 2 * _ROW_BYTES * rows  # the pivot keys and children, besides the row objects
+    )
+
+
 class _LRU:
-    def __init__(self, capacity: int) -> None:
+    """A least-recently-used cache holding at most ``capacity`` entries and,
+    with ``max_bytes``, entries whose weights (given to :meth:`put`) add up
+    to at most ``max_bytes``; an entry heavier than that is not kept."""
+
+    def __init__(self, capacity: int, max_bytes: int | None = None) -> None:
         self._capacity = capacity
+        self._max_bytes = max_bytes
         self._data: OrderedDict[str, object] = OrderedDict()
+        self._weights: dict[str, int] = {}
+        self._total = 0
         self._lock = threading.Lock()
+
+    @property
+    def weight(self) -> int:
+        """The weights of the entries held, added up."""
+        return self._total
+
+    def __len__(self) -> int:
+        return len(self._data)
 
     def reset_lock(self) -> None:
         """A new lock (after fork: another thread may have held the old one)."""
@@ -316,12 +366,21 @@ class _LRU:
                 self._data.move_to_end(key)
             return value
 
-    def put(self, key: str, value: object) -> None:
+    def put(self, key: str, value: object, weight: int = 0) -> None:
         with self._lock:
+            self._total -= self._weights.pop(key, 0)
+            self._data.pop(key, None)
+            if self._max_bytes is not None and weight > self._max_bytes:
+                return
             self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._capacity:
-                self._data.popitem(last=False)
+            if weight:
+                self._weights[key] = weight
+                self._total += weight
+            while len(self._data) > self._capacity or (
+                self._max_bytes is not None and self._total > self._max_bytes
+            ):
+                old, _ = self._data.popitem(last=False)
+                self._total -= self._weights.pop(old, 0)
 
 
 @dataclass
@@ -335,18 +394,22 @@ class WriteStats:
 class CatalogStore:
     """Reads and writes the files of one catalog."""
 
-    def __init__(self, storage: Storage, cache_size: int = 8192) -> None:
+    def __init__(self, storage: Storage, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.storage = storage
-        self._nodes = _LRU(cache_size)
-        self._values = _LRU(cache_size)
-        self._roots = _LRU(256)
+        # The budget: nodes 3/4 of it, roots (decoded, raw, or kept for their
+        # inline nodes) 1/16 each kind, definition files 1/16. Entry counts
+        # are bounded too, far above what the bytes allow for usual entries.
+        share = cache_bytes // 16
+        self._nodes = _LRU(1 << 20, cache_bytes - 4 * share)
+        self._values = _LRU(1 << 20, share)
+        self._roots = _LRU(256, share)
         #: Root files read but not decoded yet (the versions a probe steps
         #: over): decoded by :meth:`load_root` if a conflict check needs them.
-        self._raw_roots = _LRU(256)
+        self._raw_roots = _LRU(256, share)
         #: The inline nodes of roots read only for them (:meth:`_load_inline`).
-        self._inline_blobs = _LRU(256)
+        self._inline_blobs = _LRU(256, share)
         #: Cache for data derived from immutable files (e.g. conflict footprints).
-        self.derived = _LRU(cache_size)
+        self.derived = _LRU(8192)
         #: The roots read along with a put that lost (see :meth:`commit`),
         #: by the lost root's path: (the clock before the reads, the replies).
         self._lost_reads = _LRU(4)
@@ -412,10 +475,11 @@ class CatalogStore:
             return cached  # type: ignore[return-value]
         if path.startswith(_INLINE_PREFIX):
             return self._load_inline(path)
-        nf = decode_node(self._read_required(path, "node file"), path)
+        data = self._read_required(path, "node file")
+        nf = decode_node(data, path)
         if nf.root is not None:
             raise CorruptCatalogError(f"node file {path} is a root node where a child was expected")
-        self._nodes.put(path, nf.node)
+        self._nodes.put(path, nf.node, node_weight(nf.node))
         return nf.node
 
     def _load_inline(self, ref: str) -> Node:
@@ -442,7 +506,7 @@ class CatalogStore:
                 # Only the inline nodes: decoding the rest of an old root
                 # costs more than the node (spec/format.md §3.6, "Readers").
                 carried = inline_nodes_of(data, path, version)
-                self._inline_blobs.put(path, carried)
+                self._inline_blobs.put(path, carried, sum(map(len, carried)))
             blobs = carried  # type: ignore[assignment]
         if index >= len(blobs):
             raise CorruptCatalogError(
@@ -454,7 +518,7 @@ class CatalogStore:
             raise CorruptCatalogError(
                 f"inline node {ref} is a root node where a child was expected"
             )
-        self._nodes.put(ref, nf.node)
+        self._nodes.put(ref, nf.node, node_weight(nf.node))
         return nf.node
 
     def read_value(self, value: Value) -> bytes:
@@ -465,7 +529,7 @@ class CatalogStore:
         if cached is not None:
             return cached  # type: ignore[return-value]
         data = self._read_required(value.path, "definition file")
-        self._values.put(value.path, data)
+        self._values.put(value.path, data, len(data))
         return data
 
     @contextlib.contextmanager
@@ -538,6 +602,9 @@ class CatalogStore:
             ) from None
         return self._decode_root(version, data)
 
+    def _cache_root(self, root: Root) -> None:
+        self._roots.put(root.path, root, _root_weight(root))
+
     def _holds_root(self, version: int) -> bool:
         """Whether the root of ``version`` is cached, decoded or not."""
         path = layout.root_path(version)
@@ -546,7 +613,7 @@ class CatalogStore:
     def _decode_root(self, version: int, data: bytes) -> Root:
         """The root of ``version`` from the bytes of its root file (cached)."""
         root = self.decode_root_apart(version, data)
-        self._roots.put(root.path, root)
+        self._cache_root(root)
         return root
 
     def decode_root_apart(self, version: int, data: bytes) -> Root:
@@ -581,7 +648,7 @@ class CatalogStore:
         """Cache ``root`` (from :meth:`decode_root_apart`) as the root of its
         version, now known to be that version's root file; the version was
         published."""
-        self._roots.put(root.path, root)
+        self._cache_root(root)
         self._note_seen(root.version)
 
     def load_actions(self, root: Root) -> tuple[tuple[str, bytes], ...]:
@@ -875,7 +942,7 @@ class CatalogStore:
                 else:
                     # Kept, undecoded, for the conflict checks of a commit that
                     # rebases over them (most readers never need them).
-                    self._raw_roots.put(layout.root_path(v), data)
+                    self._raw_roots.put(layout.root_path(v), data, len(data))
         return last, complete
 
     def load_after_lost_race(self, taken: int, probe: bool = True) -> Root:
@@ -977,7 +1044,7 @@ class CatalogStore:
                 except CorruptCatalogError:
                     continue
                 if nf.root is None:
-                    self._nodes.put(path, nf.node)
+                    self._nodes.put(path, nf.node, node_weight(nf.node))
 
     def _probe_up(self, low: int) -> int:
         """The last version of the dense run of roots starting at existing ``low``."""
@@ -1073,7 +1140,7 @@ class CatalogStore:
                 if isinstance(v, bytes) and len(v) > inline_max:
                     path = layout.def_path(v)
                     emit(path, v)
-                    self._values.put(path, v)
+                    self._values.put(path, v, len(v))
                     out.append(DefRef(path))
                 else:
                     out.append(v)
@@ -1246,10 +1313,10 @@ class CatalogStore:
                 rule="history-expired",
             )
         for p, n in written:
-            self._nodes.put(p, n)
+            self._nodes.put(p, n, node_weight(n))
         self.last_write = WriteStats(files=len(sizes) + 1, bytes=sum(sizes) + len(root_bytes))
         result = Root(version, stored_root, info, definition, now)
-        self._roots.put(path, result)
+        self._cache_root(result)
         self._note_seen(version)
         self._move_hint(version)
         return result
@@ -1354,8 +1421,8 @@ class CatalogStore:
                 outcome.error = exc
                 break
             for p, n in written:
-                self._nodes.put(p, n)
-            self._roots.put(root.path, root)
+                self._nodes.put(p, n, node_weight(n))
+            self._cache_root(root)
             self._note_seen(root.version)
             outcome.published.append(root)
         for st in staged[len(outcome.published) :]:

@@ -95,6 +95,7 @@ URI = [
 STORAGE_OPTIONS = [
     ([1], T), ("x", T), (5, T), (True, T), ((("a", 1),), T), ({1: "a"}, T), ({SURROGATE: 1}, V),
 ]  # fmt: skip
+CACHE_BYTES = [(-1, V), (-(2**70), V), (True, T), (1.5, T), ("100", T), (None, T)]
 MODE = [(1, T), (None, T), (b"full", T), ("FULL", V), ("partial", V), (SURROGATE, V)]
 KEEP_LAST = [(0, V), (-1, V), (2**64, V), ("3", T), (1.5, T), (True, T)]
 SECONDS = [
@@ -150,9 +151,23 @@ def _rows() -> list[Row]:
             rows.append(Row(owner, method, arg, values, base))
 
     # module functions (uri bases are filled in by the fixture: NEW / EXISTING)
-    add("olympia", "create_catalog", {"uri": "NEW"}, uri=URI, storage_options=STORAGE_OPTIONS)
+    add(
+        "olympia",
+        "create_catalog",
+        {"uri": "NEW"},
+        uri=URI,
+        storage_options=STORAGE_OPTIONS,
+        cache_bytes=CACHE_BYTES,
+    )
     rows.append(Row("olympia", "create_catalog", "definition", [], {"uri": "NEW"}))
-    add("olympia", "load_catalog", {"uri": "EXISTING"}, uri=URI, storage_options=STORAGE_OPTIONS)
+    add(
+        "olympia",
+        "load_catalog",
+        {"uri": "EXISTING"},
+        uri=URI,
+        storage_options=STORAGE_OPTIONS,
+        cache_bytes=CACHE_BYTES,
+    )
 
     # Catalog
     add("Catalog", "at_version", {}, version=VERSION)

@@ -48,6 +48,7 @@ from olympia.iceberg.transaction import (
     TransactionCatalog,
 )
 from olympia.storage.options import pyiceberg_properties, s3fs_options, storage_properties
+from olympia.store import DEFAULT_CACHE_BYTES
 from olympia.transaction import DEFAULT_MAX_ATTEMPTS
 
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class OlympiaCatalog(MetastoreCatalog):
     """A PyIceberg catalog whose state is an olympia catalog at ``warehouse``.
 
     Properties (spec/iceberg.md §1): ``warehouse`` (required), ``create-catalog``
-    (default true), ``isolation``, ``max-attempts`` and PyIceberg's ``s3.*``
+    (default true), ``isolation``, ``max-attempts``, ``cache-bytes`` and PyIceberg's ``s3.*``
     properties, which reach both the catalog's storage and the tables' FileIO.
 
     Raises (construction):
@@ -167,8 +168,18 @@ class OlympiaCatalog(MetastoreCatalog):
                 f"catalog property 'max-attempts' must be an integer, got {attempts!r}"
             ) from None
         options = storage_options(self.properties) or None
+        cache = self.properties.get("cache-bytes", DEFAULT_CACHE_BYTES)
         try:
-            self.olympia = olympia.load_catalog(self.warehouse, options)
+            cache_bytes = int(cache)
+        except ValueError:
+            cache_bytes = -1
+        if cache_bytes < 0:
+            raise ValueError(
+                f"catalog property 'cache-bytes' must be a whole number of bytes, 0 or more; "
+                f"got {cache!r}"
+            )
+        try:
+            self.olympia = olympia.load_catalog(self.warehouse, options, cache_bytes=cache_bytes)
         except oe.CatalogNotFoundError:
             if not create:
                 raise oe.CatalogNotFoundError(
@@ -177,9 +188,13 @@ class OlympiaCatalog(MetastoreCatalog):
                     f"catalog property create-catalog=true"
                 ) from None
             try:
-                self.olympia = olympia.create_catalog(self.warehouse, options)
+                self.olympia = olympia.create_catalog(
+                    self.warehouse, options, cache_bytes=cache_bytes
+                )
             except oe.CatalogAlreadyExistsError:  # another process created it first
-                self.olympia = olympia.load_catalog(self.warehouse, options)
+                self.olympia = olympia.load_catalog(
+                    self.warehouse, options, cache_bytes=cache_bytes
+                )
         self.locations = _location_policy(self.warehouse, self.properties)
         #: A plain commit_table keeps its requirements against the newest
         #: metadata (the REST server's mode, spec/rest.md §3); otherwise an
