@@ -178,6 +178,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_mib(text: str) -> int:
+    """A whole number of MiB, 0 or more, for argparse (a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of MiB: {text!r}") from None
+    if not 0 <= value <= 2**40:
+        raise argparse.ArgumentTypeError(f"MiB must be 0 to 2^40, got {value}")
+    return value
+
+
 def port_number(text: str) -> int:
     """A TCP port number, for argparse (a usage error otherwise)."""
     try:

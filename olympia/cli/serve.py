@@ -10,11 +10,13 @@ from olympia.cli.base import (
     Command,
     Out,
     absolute_location,
+    nonnegative_mib,
     port_number,
     positive_int,
     storage_options,
     warehouse_uri,
 )
+from olympia.store import DEFAULT_CACHE_BYTES
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
@@ -35,7 +37,10 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     try:
         serve(
             warehouse,
-            properties=catalog_properties(storage_options(args) or {}),
+            properties={
+                **catalog_properties(storage_options(args) or {}),
+                "cache-bytes": str(args.cache_mib * 1024 * 1024),
+            },
             host=args.host,
             port=args.port,
             token=token,
@@ -79,6 +84,14 @@ def _serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser
         default=900.0,
         metavar="S",
         help="roll back a /txn transaction idle this long (default 900)",
+    )
+    p.add_argument(
+        "--cache-mib",
+        type=nonnegative_mib,
+        default=DEFAULT_CACHE_BYTES // (1024 * 1024),
+        metavar="N",
+        help="memory the server keeps for catalog files it read, in MiB "
+        f"(default {DEFAULT_CACHE_BYTES // (1024 * 1024)}; 0: none)",
     )
     p.add_argument(
         "--max-open-transactions",
