@@ -1029,3 +1029,30 @@ def test_placed_says_whether_the_put_won(storage: Storage) -> None:
     outcome = storage.put_staged_reading("vn/b", storage.stage(b"new"), ["vn/b"], calls.append)
     assert not outcome.taken and calls and calls[0] is True
     assert storage.read("vn/a") == b"mine" and storage.read("vn/b") == b"new"
+
+
+def test_a_local_catalog_and_the_command_line_start_without_fsspec(tmp_path):
+    """fsspec (tens of milliseconds to import) is loaded by the storages that
+    use it (memory://, S3) and by file:// URIs, not by `import olympia` nor by
+    a catalog in a local folder, which every command of the command line
+    opens."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, olympia\n"
+        "assert 'fsspec' not in sys.modules, 'import olympia'\n"
+        f"cat = olympia.create_catalog({str(tmp_path / 'c')!r})\n"
+        "with cat.transaction() as t:\n"
+        "    t.create_namespace('ns')\n"
+        f"olympia.load_catalog({str(tmp_path / 'c')!r}).latest().list_namespaces()\n"
+        "from olympia.cli import main\n"
+        f"assert main(['ls', '-w', {str(tmp_path / 'c')!r}]) == 0\n"
+        "assert 'fsspec' not in sys.modules, 'a local catalog'\n"
+        "from olympia.storage import MemoryStorage\n"
+        "assert 'fsspec' in sys.modules and MemoryStorage.__name__ == 'MemoryStorage'\n"
+        f"assert olympia.load_catalog('file://' + {str(tmp_path / 'c')!r}).version == 1\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "ns" in res.stdout

@@ -1,17 +1,21 @@
-"""Storage backends and :func:`open_storage`, which picks one from a URI."""
+"""Storage backends and :func:`open_storage`, which picks one from a URI.
+
+fsspec is imported only by the backends that use it (``memory://``, S3) and
+by ``file://`` URIs, when one is opened: a local folder's catalog (and every
+command of the command line on one) starts without it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from fsspec.implementations.local import LocalFileSystem
+from typing import TYPE_CHECKING, Any
 
 from olympia.errors import OlympiaError
 from olympia.storage.base import Storage, check_path
 from olympia.storage.local import LocalStorage
-from olympia.storage.memory import MemoryStorage
 from olympia.storage.options import s3fs_options
+
+if TYPE_CHECKING:
+    from olympia.storage.memory import MemoryStorage
 
 __all__ = ["LocalStorage", "MemoryStorage", "Storage", "check_path", "open_storage", "uri_problem"]
 
@@ -19,6 +23,14 @@ __all__ = ["LocalStorage", "MemoryStorage", "Storage", "check_path", "open_stora
 LOCAL_PROTOCOLS = ("file", "local")
 S3_PROTOCOLS = ("s3", "s3a")
 PROTOCOLS = (*LOCAL_PROTOCOLS, "memory", *S3_PROTOCOLS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MemoryStorage":  # imported on first use: it needs fsspec
+        from olympia.storage.memory import MemoryStorage
+
+        return MemoryStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def uri_problem(uri: str) -> str | None:
@@ -70,8 +82,12 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         return LocalStorage(uri)
     protocol = protocol.lower()
     if protocol in LOCAL_PROTOCOLS:
+        from fsspec.implementations.local import LocalFileSystem
+
         return LocalStorage(LocalFileSystem._strip_protocol(uri))
     if protocol == "memory":
+        from olympia.storage.memory import MemoryStorage
+
         return MemoryStorage(rest)
     if protocol in S3_PROTOCOLS:
         try:
