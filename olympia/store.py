@@ -475,8 +475,7 @@ class CatalogStore:
             return cached  # type: ignore[return-value]
         if path.startswith(_INLINE_PREFIX):
             return self._load_inline(path)
-        data = self._read_required(path, "node file")
-        nf = decode_node(data, path)
+        nf = decode_node(self._read_required(path, "node file"), path)
         if nf.root is not None:
             raise CorruptCatalogError(f"node file {path} is a root node where a child was expected")
         self._nodes.put(path, nf.node, node_weight(nf.node))
