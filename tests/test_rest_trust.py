@@ -160,6 +160,23 @@ def test_purge_deletes_nothing_of_another_table_even_when_overlap_is_allowed(tmp
         assert not [f for f in before if Path(f).exists()]
 
 
+def test_purge_keeps_another_tables_files_however_a_location_is_spelt(tmp_path: Path):
+    """A file a kept table reaches is kept under every spelling of its
+    path: "/a//metadata/x" is "/a/metadata/x" to the file system."""
+    with serve(tmp_path, allow_overlapping_locations=True) as lax:
+        a = new_table(lax, "sp", "a", [4, 5])
+        before = files_of(a)
+        respelt = a.metadata_location.replace("/metadata/", "//metadata/")
+        assert respelt != a.metadata_location
+        response = post(lax, "namespaces/sp/register", {"name": "c", "metadata-location": respelt})
+        assert response.status_code == 200, response.text
+        gone = requests.delete(lax.url("namespaces/sp/tables/c?purgeRequested=true"), timeout=30)
+        assert gone.status_code == 204
+        lax.catalog.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+        assert files_of(a) == before
+        assert ids_of(lax.client().load_table(("sp", "a"))) == [4, 5]
+
+
 def test_a_rollback_deletes_nothing_another_table_holds(served: Served):
     a = new_table(served, "rb", "a", [1])
     before = files_of(a)
@@ -272,6 +289,10 @@ def test_locations_must_lie_under_the_warehouse_or_an_allowed_location(
         f"{served.warehouse}/../x",
         f"{served.warehouse}/vn",
         f"ftp://host{served.warehouse}/t",  # a scheme no FileIO writes
+        # A host in a file URI: PyIceberg's FileIO takes "file://tmp/x" for
+        # the relative path tmp/x, under the server's working directory.
+        f"file:/{allowed}/t",
+        f"file://localhost{allowed}/t",
     ):
         response = post(served, "namespaces/loc/tables", {**body, "location": location})
         assert response.status_code == 403, (location, response.text)
@@ -282,6 +303,7 @@ def test_locations_must_lie_under_the_warehouse_or_an_allowed_location(
         )
         assert response.status_code == 403, (key, response.text)
     assert not list(outside.glob("t*")) and not list(outside.glob("**/*.metadata.json"))
+    assert not Path(str(allowed).lstrip("/")).exists()  # relative to the working directory
     # An allowed location works.
     response = post(served, "namespaces/loc/tables", {**body, "location": f"file://{allowed}/t"})
     assert response.status_code == 200, response.text

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import multiprocessing
 import os
+import re
 import sys
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import olympia
 from olympia.errors import (
     InvalidPathError,
     OlympiaError,
@@ -371,6 +373,48 @@ def test_open_storage_picks_backend(tmp_path: Path) -> None:
     local.put_if_absent("f", b"x")
     assert via_uri.read("f") == b"x"
     assert isinstance(open_storage("memory://olympia-open-test"), MemoryStorage)
+
+
+@pytest.mark.parametrize("scheme", ["file", "FILE", "File", "local", "LOCAL"])
+def test_local_uri_schemes_are_not_case_sensitive(tmp_path: Path, scheme: str) -> None:
+    # An upper-case scheme once became a folder named "FILE:" under the
+    # working directory: a catalog written somewhere the user never named.
+    opened = open_storage(f"{scheme}://{tmp_path}")
+    assert isinstance(opened, LocalStorage) and opened.location == str(tmp_path)
+    opened.put_if_absent("f", b"x")
+    assert (tmp_path / "f").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("file://data/lake", "names a host ('data')"),
+        ("FILE://localhost/lake", "names a host ('localhost')"),
+        ("local://lake", "names a host ('lake')"),
+        ("s3:/bucket/lake", "protocol 's3' without '//'"),
+        ("S3A:bucket", "protocol 's3a' without '//'"),
+        ("memory:lake", "protocol 'memory' without '//'"),
+        ("file:lake", "protocol 'file' without '//'"),
+    ],
+)
+def test_a_uri_a_local_folder_would_stand_in_for_is_refused_before_anything_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str, message: str
+) -> None:
+    # fsspec reads "file://data/lake" as data/lake under the working
+    # directory, and a path "s3:/bucket/lake" is a folder named "s3:".
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OlympiaError, match=re.escape(message)):
+        open_storage(uri)
+    with pytest.raises(OlympiaError, match=re.escape(message)):
+        olympia.create_catalog(uri)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "FILE", "local"])
+def test_hadoop_style_local_uris_are_the_absolute_path(tmp_path: Path, scheme: str) -> None:
+    # Spark and Hadoop write local paths as file:/x.
+    opened = open_storage(f"{scheme}:{tmp_path}")
+    assert isinstance(opened, LocalStorage) and opened.location == str(tmp_path)
 
 
 def test_memory_is_process_wide() -> None:

@@ -10,7 +10,10 @@ that decides whether such a location is acceptable:
   ``file:///path``) or an absolute path; never empty, relative, or holding
   a ``.`` or ``..`` segment; and its scheme one PyIceberg has a FileIO for
   (a root of another scheme would let tables be created that no one can
-  write, so the operator hears it when the server starts);
+  write, so the operator hears it when the server starts); a ``file`` URI
+  names no host (``file://tmp/x`` is, to PyIceberg's FileIO, the relative
+  path ``tmp/x``), and an object store's location has no empty segment
+  (its keys are text: ``s3://b/t//x`` does not lie under ``s3://b/t``);
 * with allowed roots (the REST server's warehouse and each
   ``--allowed-location``), it must lie under one of them, compared segment
   by segment after normalising the scheme (``s3a://`` and ``s3n://`` are
@@ -30,6 +33,9 @@ from pyiceberg.io import SCHEMA_TO_FILE_IO
 from olympia.errors import OlympiaError
 
 _S3_SCHEMES = ("s3", "s3a", "s3n")
+#: Schemes whose file systems take repeated slashes for one (POSIX paths,
+#: Hadoop paths); in an object store's location they are refused instead.
+_FOLDING_SCHEMES = ("file", "hdfs", "viewfs")
 
 
 class LocationNotAllowedError(ForbiddenError, OlympiaError):
@@ -40,8 +46,10 @@ def normalize(location: str, what: str = "location") -> str:
     """``location`` in one canonical form (scheme://path, no trailing ``/``).
 
     Raises:
-        LocationNotAllowedError: it is empty, relative, has a ``.`` or
-            ``..`` segment, or a scheme without a FileIO.
+        LocationNotAllowedError: it is empty, relative, names the root of
+            its file system, has a ``.`` or ``..`` segment or a scheme
+            without a FileIO, is a ``file`` URI naming a host, or is an
+            object store's location with an empty segment.
     """
     if not isinstance(location, str) or not location.strip():
         raise LocationNotAllowedError(f"{what} is empty")
@@ -50,7 +58,7 @@ def normalize(location: str, what: str = "location") -> str:
         raise LocationNotAllowedError(f"{what} {location!r} holds a backslash or control character")
     scheme, sep, rest = text.partition("://")
     if not sep:
-        if text.startswith("file:/"):
+        if text[:6].lower() == "file:/":
             scheme, rest = "file", text[len("file:") :]
         elif text.startswith("/"):
             scheme, rest = "file", text
@@ -68,14 +76,34 @@ def normalize(location: str, what: str = "location") -> str:
         )
     if scheme in _S3_SCHEMES:
         scheme = "s3"
-    if scheme == "file":
-        rest = "/" + rest.lstrip("/")
-    segments = [s for s in rest.split("/") if s]
-    if any(s in (".", "..") for s in segments):
-        raise LocationNotAllowedError(f"{what} {location!r} has a '.' or '..' segment")
-    if not segments:
+    if not rest.strip("/"):
         raise LocationNotAllowedError(f"{what} {location!r} names the root of its file system")
-    return f"{scheme}://{'/' if scheme == 'file' else ''}{'/'.join(segments)}"
+    # The authority (an object store's bucket, a name node; none for local
+    # paths), then the path's segments.
+    authority, _, path = rest.partition("/")
+    if scheme == "file" and authority:
+        # PyIceberg's FileIO reads "file://tmp/x" as the relative path tmp/x
+        # (and "file://localhost/x" as localhost/x): what is checked here
+        # must be what the FileIO touches.
+        raise LocationNotAllowedError(
+            f"{what} {location!r} names a host ({authority!r}); a local location is "
+            f"file:///path or an absolute path"
+        )
+    segments = path.rstrip("/").split("/") if path.rstrip("/") else []
+    if scheme in _FOLDING_SCHEMES:
+        # Their file systems read "a//b" as "a/b".
+        segments = [s for s in segments if s]
+    elif not authority or "" in segments:
+        # An object store's key is its text: "s3://b/t//x" does not lie
+        # under s3://b/t, and "s3:///b" names no bucket.
+        raise LocationNotAllowedError(
+            f"{what} {location!r} has an empty bucket or an empty segment between two slashes"
+        )
+    if any(s in (".", "..") for s in [authority, *segments]):
+        raise LocationNotAllowedError(f"{what} {location!r} has a '.' or '..' segment")
+    if not authority and not segments:
+        raise LocationNotAllowedError(f"{what} {location!r} names the root of its file system")
+    return f"{scheme}://{'/'.join([authority, *segments])}"
 
 
 def path_segment(name: str) -> str:

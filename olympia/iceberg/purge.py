@@ -210,8 +210,9 @@ def _table_metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> Ite
 
 
 def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]) -> set[str]:
-    """Every file that the metadata of a table in a kept version reaches,
-    for the tables whose metadata lies under one of ``locations``."""
+    """Every file (normalised, :func:`_normal`) that the metadata of a table
+    in a kept version reaches, for the tables whose metadata lies under one
+    of ``locations``."""
     roots = [r for r in (_normal(owner, loc) for loc in locations) if r is not None]
     out: set[str] = set()
     seen: set[str] = set()
@@ -228,7 +229,10 @@ def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]
             logger.warning("metadata %s of a kept table cannot be read", metadata_location)
             continue
         io = owner._load_file_io(location=metadata_location)
-        out |= {same_file_uri(p) for p in reachable_files(io, metadata, metadata_location)}
+        # Normalised, as the files to delete are compared: one file may be
+        # spelt several ways ("file:/x", "file:///x", "/a//b").
+        reached = (_normal(owner, p) for p in reachable_files(io, metadata, metadata_location))
+        out |= {p for p in reached if p is not None}
     return out
 
 
@@ -255,7 +259,7 @@ def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) ->
     # repeated (the record stays until the end).
     for path in reversed(reachable_files(io, metadata, rec.metadata_location)):
         normal = _normal(owner, path)
-        if normal is None or not is_under(normal, own) or same_file_uri(path) in kept:
+        if normal is None or not is_under(normal, own) or normal in kept:
             continue
         try:
             io.delete(path)
