@@ -114,6 +114,50 @@ def test_rollback_changes_nothing_and_leaves_no_file(lake: tuple[OlympiaCatalog,
     assert not cat.table_exists("ns.c")
 
 
+def test_a_rollback_keeps_the_files_a_committed_snapshot_reads(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    """A staged snapshot that lists files the table holds already as added
+    (add_files without its duplicate check) does not make them the
+    transaction's: its rollback deletes only what it wrote."""
+    cat, root = lake
+    files = table_files(root)
+    held = [task.file.file_path for task in cat.load_table("ns.a").scan().plan_files()]
+    assert held
+    tx = cat.begin()
+    tx.load_table("ns.a").add_files(held, check_duplicate_files=False)
+    assert sorted(ids_of(tx.load_table("ns.a"))) == [1, 1]
+    assert table_files(root) != files
+    tx.rollback()
+    assert table_files(root) == files
+    assert ids_of(cat.load_table("ns.a")) == [1]
+
+
+def test_a_resumed_rollback_keeps_what_it_cannot_tell_is_not_committed(
+    lake: tuple[OlympiaCatalog, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A resumed transaction finds its files again from staged metadata: it
+    deletes them only once it can tell that no committed version reads them."""
+    cat, root = lake
+    files = table_files(root)
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([5]))
+    written = table_files(root) - files
+    assert any(f.endswith(".parquet") for f in written)
+    resumed = cat.resume(tx.distribute())
+    # A manifest of the committed table goes missing: which files the table
+    # reads cannot be told any more, so the rollback deletes none of them.
+    committed = cat.load_table("ns.a").current_snapshot()
+    assert committed is not None
+    manifest = committed.manifests(cat.load_table("ns.a").io)[0].manifest_path
+    Path(manifest.removeprefix("file://")).unlink()
+    with caplog.at_level("WARNING", logger="olympia"):
+        resumed.rollback()
+    assert written <= table_files(root)
+    assert "leaves the" in caplog.text and "cannot be read" in caplog.text
+    assert resumed.status == "rolled_back"
+
+
 def test_exception_in_with_block_rolls_back(lake: tuple[OlympiaCatalog, Path]) -> None:
     cat, root = lake
     files = table_files(root)

@@ -218,6 +218,24 @@ def test_a_rollback_deletes_nothing_another_table_holds(served: Served):
     assert ids_of(served.client().load_table(("rb", "a"))) == [1]
 
 
+def test_a_rollback_keeps_committed_files_a_staged_snapshot_says_it_added(served: Served):
+    """A staged snapshot may list a data file the table already holds as
+    added (``add_files`` without its duplicate check, or a hostile client):
+    its rollback must not delete a file a committed snapshot reads."""
+    a = new_table(served, "ca", "a", [1, 2])
+    before = files_of(a)
+    data_files = [task.file.file_path for task in a.scan().plan_files()]
+    assert data_files
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    inside = served.client(uri=f"{served.uri}/txn/{txn['id']}")
+    inside.load_table(("ca", "a")).add_files(data_files, check_duplicate_files=False)
+    staged = inside.load_table(("ca", "a"))
+    assert sorted(ids_of(staged)) == [1, 1, 2, 2]
+    assert requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30).status_code == 204
+    assert files_of(a) == before
+    assert ids_of(served.client().load_table(("ca", "a"))) == [1, 2]
+
+
 # --- 4. table properties never steer the server's I/O ------------------------------
 
 #: Instances of SpyIO the server made (it runs in this process).

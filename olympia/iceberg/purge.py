@@ -21,6 +21,7 @@ created again at the same place, or the purged table brought back by
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -210,17 +211,17 @@ def _table_metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> Ite
 
 
 def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]) -> set[str]:
-    """Every file (normalised, :func:`_normal`) that the metadata of a table
+    """Every file (normalised, :func:`normal_path`) that the metadata of a table
     in a kept version reaches, for the tables whose metadata lies under one
     of ``locations``."""
-    roots = [r for r in (_normal(owner, loc) for loc in locations) if r is not None]
+    roots = [r for r in (normal_path(owner, loc) for loc in locations) if r is not None]
     out: set[str] = set()
     seen: set[str] = set()
     for metadata_location in _table_metadata_locations(owner, versions):
         if not metadata_location or metadata_location in seen:
             continue
         seen.add(metadata_location)
-        normal = _normal(owner, metadata_location)
+        normal = normal_path(owner, metadata_location)
         if normal is None or not any(is_under(normal, root) for root in roots):
             continue
         try:
@@ -231,12 +232,12 @@ def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]
         io = owner._load_file_io(location=metadata_location)
         # Normalised, as the files to delete are compared: one file may be
         # spelt several ways ("file:/x", "file:///x", "/a//b").
-        reached = (_normal(owner, p) for p in reachable_files(io, metadata, metadata_location))
+        reached = (normal_path(owner, p) for p in reachable_files(io, metadata, metadata_location))
         out |= {p for p in reached if p is not None}
     return out
 
 
-def _normal(owner: OlympiaCatalog, location: str) -> str | None:
+def normal_path(owner: OlympiaCatalog, location: str) -> str | None:
     try:
         return owner.locations.check(same_file_uri(location), "a location")
     except LocationNotAllowedError:
@@ -244,7 +245,7 @@ def _normal(owner: OlympiaCatalog, location: str) -> str | None:
 
 
 def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) -> int:
-    own = _normal(owner, rec.location)
+    own = normal_path(owner, rec.location)
     if own is None:
         logger.warning("purge of %s deletes nothing: its location is not usable", rec.table)
         return 0
@@ -258,7 +259,7 @@ def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) ->
     # Data first, the metadata file last: a run that stops midway can be
     # repeated (the record stays until the end).
     for path in reversed(reachable_files(io, metadata, rec.metadata_location)):
-        normal = _normal(owner, path)
+        normal = normal_path(owner, path)
         if normal is None or not is_under(normal, own) or normal in kept:
             continue
         try:
@@ -271,10 +272,31 @@ def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) ->
     return deleted
 
 
-def reachable_files(io: FileIO, metadata: TableMetadata, metadata_location: str) -> list[str]:
+def committed_files(owner: OlympiaCatalog, metadata_locations: Iterable[str]) -> set[str] | None:
+    """Every file (normalised, :func:`normal_path`) that the committed
+    metadata files ``metadata_locations`` reach; None when one of them, or a
+    manifest list or manifest it names, cannot be read: then nobody can
+    tell which files are safe to delete."""
+    out: set[str] = set()
+    for location in dict.fromkeys(metadata_locations):
+        try:
+            metadata = owner.read_metadata(location)
+            io = owner._load_file_io(location=location)
+            reached = reachable_files(io, metadata, location, strict=True)
+        except Exception:  # any failure to read: nobody can tell
+            logger.warning("the files metadata %s reaches cannot be read", location, exc_info=True)
+            return None
+        out |= {p for p in map(functools.partial(normal_path, owner), reached) if p is not None}
+    return out
+
+
+def reachable_files(
+    io: FileIO, metadata: TableMetadata, metadata_location: str, *, strict: bool = False
+) -> list[str]:
     """The files a table's metadata reaches: its metadata file and those of
     its metadata log, then its manifest lists, manifests and data files (of
-    every snapshot), in that order."""
+    every snapshot), in that order. A manifest list or manifest that is
+    missing reaches nothing, or, with ``strict``, raises FileNotFoundError."""
     files = [metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)]
     manifests: dict[str, ManifestFile] = {}
     for snapshot in metadata.snapshots:
@@ -283,12 +305,16 @@ def reachable_files(io: FileIO, metadata: TableMetadata, metadata_location: str)
             for manifest in snapshot.manifests(io):
                 manifests.setdefault(manifest.manifest_path, manifest)
         except FileNotFoundError:
+            if strict:
+                raise
             continue
     files.extend(manifests)
     for manifest in manifests.values():
         try:
             entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
         except FileNotFoundError:
+            if strict:
+                raise
             continue
         files.extend(entry.data_file.file_path for entry in entries)
     return list(dict.fromkeys(files))

@@ -1304,6 +1304,8 @@ class IcebergTransaction:
         self.strict_requirements = False
         #: Files opened for writing by this transaction's tables and catalog, in order.
         self.written_files: list[str] = []
+        #: Those of them that staged metadata says were added (:meth:`claim_files`).
+        self.claimed_files: set[str] = set()
         self._tables: dict[tuple[str, str], TableState] = {}
         #: Called with the committed version once the commit stands.
         self._after_commit: list[Callable[[int], object]] = []
@@ -1406,7 +1408,7 @@ class IcebergTransaction:
             if now != record.staged_location and now is not None:
                 # Staged after the sidecar was written (a process died between the two).
                 state.recovered = True
-                self.written_files.extend(self._new_files(state.base_location, now))
+                self.claim_files(self._new_files(state.base_location, now))
         for (namespace, name), location in staged.items():
             if (namespace, name) in self._tables or location is None:
                 continue
@@ -1415,7 +1417,7 @@ class IcebergTransaction:
             if location == base:
                 continue
             state.recovered = True
-            self.written_files.extend(self._new_files(base, location))
+            self.claim_files(self._new_files(base, location))
 
     def _staged_from_actions(self) -> dict[tuple[str, str], str | None]:
         """The metadata location each table written by the olympia transaction
@@ -1450,7 +1452,7 @@ class IcebergTransaction:
         except FileNotFoundError:
             return []
         records, written = sidecar.load(data, where)
-        self.written_files.extend(written)
+        self.claim_files(written)  # which of them were claimed is not recorded
         return records
 
     def save_state(self) -> None:
@@ -1678,16 +1680,60 @@ class IcebergTransaction:
             with contextlib.suppress(OSError, ValueError):
                 io.delete(path)
 
+    def claim_files(self, paths: Iterable[str]) -> None:
+        """Record files that staged metadata says this transaction added (the
+        files a REST client wrote, or those found again on resume): deleted
+        with the written files, unless a committed version reads them."""
+        paths = list(paths)
+        self.written_files.extend(paths)
+        self.claimed_files.update(paths)
+
     def _delete_written(self) -> None:
+        """Delete the files this transaction wrote. Of the claimed ones
+        (:meth:`claim_files`), keep any that the committed metadata of a table
+        it touched reaches: a staged snapshot may list a file the table holds
+        already as added (``add_files`` without its duplicate check, or a
+        hostile REST client), and that file is the table's. When that cannot
+        be told (the committed metadata cannot be read), every claimed file
+        is kept: a leftover file is an orphan, a deleted one lost data."""
         if not self.written_files:
             return
+        keep: set[str] = set()  # claimed files left in place
+        if self.claimed_files:
+            committed = purge.committed_files(self.owner, self._committed_locations())
+            if committed is None:
+                logger.warning(
+                    "transaction %s leaves the %d files its staged metadata names: the "
+                    "committed metadata of its tables cannot be read",
+                    self.id,
+                    len(self.claimed_files),
+                )
+                keep = self.claimed_files
+            else:
+                keep = {
+                    p for p in self.claimed_files if purge.normal_path(self.owner, p) in committed
+                }
         io = self.owner._load_file_io(location=self.written_files[0])
         for path in dict.fromkeys(self.written_files):
+            if path in keep:
+                continue
             try:
                 io.delete(path)
             except (OSError, ValueError):
                 logger.debug("could not delete %s", path, exc_info=True)
         self.written_files.clear()
+        self.claimed_files = set()
+
+    def _committed_locations(self) -> list[str]:
+        """The committed metadata of every table this transaction touched: as
+        of its begin version, and now."""
+        latest = self.owner.olympia.version
+        out = [s.base_location for s in self._tables.values() if s.base_location]
+        for namespace, name in self._tables:
+            now = self.owner.committed_location(latest, namespace, name)
+            if now:
+                out.append(now)
+        return out
 
     def __enter__(self) -> IcebergTransaction:
         return self

@@ -70,9 +70,7 @@ def note_client_files(txn: IcebergTransaction) -> None:
             continue
         staged = core.describe_table(namespace, name).metadata_location
         if staged and staged != state.base_location:
-            txn.written_files.extend(
-                client_files(txn.owner, (namespace, name), state.base_location, staged)
-            )
+            txn.claim_files(client_files(txn.owner, (namespace, name), state.base_location, staged))
 
 
 #: Properties of the namespace ``sys.dtxns.<id>`` that carry the commit
