@@ -158,6 +158,27 @@ def test_a_resumed_rollback_keeps_what_it_cannot_tell_is_not_committed(
     assert resumed.status == "rolled_back"
 
 
+def test_a_rebased_commit_leaves_no_manifest_of_its_first_attempt(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    """The manifest list and manifests a transaction staged before a
+    concurrent commit made it rebase are deleted once the rebased commit
+    stands: every manifest file left is one the table's snapshots read."""
+    cat, root = lake
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([7]))
+    cat.load_table("ns.a").append(rows([8]))  # a concurrent commit: the transaction rebases
+    tx.commit()
+    table = cat.load_table("ns.a")
+    assert sorted(ids_of(table)) == [1, 7, 8]
+    referenced = set()
+    for snapshot in table.metadata.snapshots:
+        referenced.add(snapshot.manifest_list)
+        referenced |= {m.manifest_path for m in snapshot.manifests(table.io)}
+    on_disk = {f for f in table_files(root) if f.startswith("ns.db/a/") and f.endswith(".avro")}
+    assert on_disk == {str(Path(p.removeprefix("file://")).relative_to(root)) for p in referenced}
+
+
 def test_exception_in_with_block_rolls_back(lake: tuple[OlympiaCatalog, Path]) -> None:
     cat, root = lake
     files = table_files(root)

@@ -11,6 +11,7 @@ that concurrent commits skipped.
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import threading
@@ -24,6 +25,8 @@ import pyarrow as pa
 import pytest
 import requests
 from iceberg_helpers import files_under, ids_of, rows
+from pyiceberg.manifest import clear_manifest_cache, write_manifest_list
+from pyiceberg.table.snapshots import Snapshot
 from rest_helpers import PREFIX, Served, change_of, serve
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -234,6 +237,83 @@ def test_a_rollback_keeps_committed_files_a_staged_snapshot_says_it_added(served
     assert requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30).status_code == 204
     assert files_of(a) == before
     assert ids_of(served.client().load_table(("ca", "a"))) == [1, 2]
+
+
+def forged_manifest_list(table: Any, claimed: Snapshot, snapshot_id: int) -> str:
+    """A manifest list, written beside ``table``'s, listing the manifests of
+    the committed snapshot ``claimed`` as added by ``snapshot_id``."""
+    path = f"{table.metadata.location}/metadata/snap-forged-{snapshot_id}.avro"
+    entries = [copy.copy(m) for m in claimed.manifests(table.io)]
+    for m in entries:  # added_snapshot_id has no setter: its field, in a copy
+        m._data = list(m._data)
+        m._data[6] = snapshot_id
+        assert m.added_snapshot_id == snapshot_id
+    with write_manifest_list(
+        format_version=2,
+        output_file=table.io.new_output(path),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=table.metadata.current_snapshot_id,
+        sequence_number=table.metadata.last_sequence_number + 1,
+        avro_compression="deflate",
+    ) as writer:
+        writer.add_manifests(entries)
+    return path
+
+
+@pytest.mark.parametrize("named", ["manifest list", "manifest", "older manifest"])
+def test_a_rebase_deletes_no_committed_file_a_staged_snapshot_named(served: Served, named: str):
+    """A staged snapshot naming the table's committed manifest list as its
+    own, or listing a committed manifest (one the head reads, or one only an
+    older snapshot reads) as added by itself: when a concurrent commit makes
+    the transaction rebase it, the files it replaces are committed ones, and
+    stay."""
+    table = "rbs" + named.replace(" ", "_")
+    a = new_table(served, table, "a", [1])
+    first = a.metadata.current_snapshot()
+    assert first is not None
+    if named == "older manifest":
+        a.overwrite(rows([9]))
+        a = served.client().load_table((table, "a"))
+    before = files_of(a)
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{txn['id']}"
+    current = a.metadata.current_snapshot()
+    assert current is not None
+    snapshot = current.model_dump(mode="json", by_alias=True)
+    if named != "manifest list":
+        snapshot["manifest-list"] = forged_manifest_list(a, first, 5151)
+    snapshot["snapshot-id"] = 5151
+    snapshot["parent-snapshot-id"] = a.metadata.current_snapshot_id
+    snapshot["sequence-number"] = a.metadata.last_sequence_number + 1
+    staged = post(
+        served,
+        f"namespaces/{table}/tables/a",
+        change(
+            table,
+            "a",
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": 5151,
+            },
+        ),
+        base,
+    )
+    assert staged.status_code == 200, staged.text
+    served.client().load_table((table, "a")).append(rows([2]))  # a concurrent commit
+    # PyIceberg caches manifests by path with the fields of the list it read
+    # them from first: a server that has not read them yet sees the forgery.
+    clear_manifest_cache()
+    done = requests.post(f"{base}/commit", json={}, timeout=30)
+    assert done.status_code in (200, 204), done.text
+    assert {f for f in before if not Path(f).exists()} == set()
+    after = served.client().load_table((table, "a"))
+    assert sorted(
+        r["id"] for r in after.scan(snapshot_id=first.snapshot_id).to_arrow().to_pylist()
+    ) == [1]
+    assert 2 in ids_of(after)
 
 
 # --- 4. table properties never steer the server's I/O ------------------------------

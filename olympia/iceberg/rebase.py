@@ -20,7 +20,7 @@ from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table import snapshots as _snapshots
 from pyiceberg.table.metadata import TableMetadata
@@ -307,6 +307,31 @@ def branch_targets(updates: Iterable[TableUpdate]) -> dict[int, str]:
         ):
             targets[update.snapshot_id] = update.ref_name
     return targets
+
+
+def _written_by(manifest: ManifestFile, snapshot_id: int, io: FileIO) -> bool:
+    """Whether the entries of ``manifest`` say snapshot ``snapshot_id`` wrote
+    it: at least one entry it added or deleted, and every such entry, names
+    that snapshot. A staged manifest list can claim any committed manifest
+    as added by its snapshot, but not change the manifest: one written by a
+    committed snapshot names that snapshot in its entries (an entry without
+    a snapshot id, inherited from the list, proves nothing and keeps it)."""
+    # Read without the list's added snapshot id, which PyIceberg would give
+    # every entry that has none (the list is the staged, untrusted part).
+    raw = ManifestFile.from_args(
+        manifest_path=manifest.manifest_path,
+        manifest_length=manifest.manifest_length,
+        partition_spec_id=manifest.partition_spec_id,
+        content=manifest.content,
+        sequence_number=manifest.sequence_number,
+        min_sequence_number=manifest.min_sequence_number,
+    )
+    try:
+        entries = raw.fetch_manifest_entry(io, discard_deleted=False)
+    except FileNotFoundError:
+        return False
+    changed = [e.snapshot_id for e in entries if e.status != ManifestEntryStatus.EXISTING]
+    return bool(changed) and all(s == snapshot_id for s in changed)
 
 
 class _Rebaser:
@@ -643,14 +668,21 @@ class _Rebaser:
     # -- files -------------------------------------------------------------------------
 
     def obsolete_files(self, metadata: TableMetadata) -> tuple[str, ...]:
-        """Manifest lists and manifests of the staged snapshots that ``metadata`` no longer references."""
+        """Manifest lists and manifests of the staged snapshots that ``metadata`` no longer references.
+
+        Staged metadata may come from a REST client, and a staged snapshot
+        can name a committed file as its own (its manifest list, or a
+        manifest it lists as added by itself): so every manifest list of
+        ``metadata``'s snapshots, and every manifest of the snapshots its
+        branches and tags point to (besides the produced ones), is
+        referenced too."""
         if not self.rebuilt:
             return ()
-        referenced: set[str] = set()
-        for snapshot_id in self.produced:
+        referenced = {snapshot.manifest_list for snapshot in metadata.snapshots}
+        heads = {ref.snapshot_id for ref in metadata.refs.values()}
+        for snapshot_id in [*self.produced, *sorted(heads - set(self.produced))]:
             snapshot = metadata.snapshot_by_id(snapshot_id)
             if snapshot is not None:
-                referenced.add(snapshot.manifest_list)
                 referenced.update(m.manifest_path for m in snapshot.manifests(self.io))
         obsolete: list[str] = []
         for snapshot in self.staged:
@@ -659,6 +691,8 @@ class _Rebaser:
                 m.manifest_path
                 for m in snapshot.manifests(self.io)
                 if m.added_snapshot_id == snapshot.snapshot_id
+                and m.manifest_path not in referenced
+                and _written_by(m, snapshot.snapshot_id, self.io)
             ]
             obsolete += [path for path in own if path not in referenced and path not in obsolete]
         return tuple(obsolete)
