@@ -42,6 +42,9 @@ REFUSED = [
     ("s3://../t", "'.' or '..' segment"),
     ("ftp://host/lake", "scheme 'ftp'"),
     ("/data/la\\ke", "backslash"),
+    ("file:///data/lake/t#1", "'?' or '#'"),
+    ("s3://bucket/lake/q?x", "'?' or '#'"),
+    ("/data/lake/t#1", "'?' or '#'"),
 ]
 
 

@@ -129,6 +129,9 @@ def test_core_refuses_dot_dot_before_writing(cat: olympia.Catalog) -> None:
         (".", "%2E"),
         (".x", ".x"),
         ("a/./b", "a%2F.%2Fb"),
+        ("t#1", "t%231"),
+        ("q?x", "q%3Fx"),
+        ("%23", "%2523"),
         ("plain", "plain"),
     ],
 )
@@ -138,8 +141,35 @@ def test_path_segment(name: str, segment: str) -> None:
 
 
 def test_path_segments_of_distinct_names_differ() -> None:
-    names = ["a/b", "a%2Fb", "a%252Fb", "a%2fb", "a%b", "a%25b", ".", "%2E", "%"]
+    names = [
+        "a/b",
+        "a%2Fb",
+        "a%252Fb",
+        "a%2fb",
+        "a%b",
+        "a%25b",
+        ".",
+        "%2E",
+        "%",
+        "a#b",
+        "a%23b",
+        "a?b",
+    ]
     assert len({path_segment(n) for n in names}) == len(names)
+
+
+def test_tables_whose_names_hold_hash_or_question_mark_keep_apart(tmp_path: Path) -> None:
+    """PyIceberg's FileIO parses a location as a URL: a table at .../t#1
+    wrote its metadata to the file .../t, which t#2 overwrote."""
+    cat = olympia_catalog(f"file://{tmp_path}/lake")
+    cat.create_namespace("ns")
+    for i, name in enumerate(["t#1", "t#2", "q?x"]):
+        table = cat.create_table(("ns", name), SCHEMA)
+        table.append(rows([i]))
+    for i, name in enumerate(["t#1", "t#2", "q?x"]):
+        assert ids_of(cat.load_table(("ns", name))) == [i]
+    folders = sorted(p.name for p in (tmp_path / "lake" / "ns.db").iterdir())
+    assert folders == ["q%3Fx", "t%231", "t%232"]
 
 
 def test_pyiceberg_table_with_slash_lives_in_one_folder(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ that decides whether such a location is acceptable:
   (a root of another scheme would let tables be created that no one can
   write, so the operator hears it when the server starts); a ``file`` URI
   names no host (``file://tmp/x`` is, to PyIceberg's FileIO, the relative
-  path ``tmp/x``), and an object store's location has no empty segment
+  path ``tmp/x``), no location holds ``?`` or ``#`` (where that FileIO
+  ends the path), and an object store's location has no empty segment
   (its keys are text: ``s3://b/t//x`` does not lie under ``s3://b/t``);
 * with allowed roots (the REST server's warehouse and each
   ``--allowed-location``), it must lie under one of them, compared segment
@@ -48,14 +49,22 @@ def normalize(location: str, what: str = "location") -> str:
     Raises:
         LocationNotAllowedError: it is empty, relative, names the root of
             its file system, has a ``.`` or ``..`` segment or a scheme
-            without a FileIO, is a ``file`` URI naming a host, or is an
-            object store's location with an empty segment.
+            without a FileIO, holds ``?`` or ``#``, is a ``file`` URI
+            naming a host, or is an object store's location with an empty
+            segment.
     """
     if not isinstance(location, str) or not location.strip():
         raise LocationNotAllowedError(f"{what} is empty")
     text = location.strip()
     if "\\" in text or any(ord(c) < 0x20 for c in text):
         raise LocationNotAllowedError(f"{what} {location!r} holds a backslash or control character")
+    if "?" in text or "#" in text:
+        # PyIceberg's FileIO parses a location as a URL: "s3://b/t#1/x" is
+        # the key t, and two tables would share it.
+        raise LocationNotAllowedError(
+            f"{what} {location!r} holds '?' or '#', which PyIceberg's FileIO takes for the "
+            f"start of a query or fragment (write them as %3F and %23)"
+        )
     scheme, sep, rest = text.partition("://")
     if not sep:
         if text[:6].lower() == "file:/":
@@ -108,12 +117,14 @@ def normalize(location: str, what: str = "location") -> str:
 
 def path_segment(name: str) -> str:
     """``name`` as one segment of a default location (spec/iceberg.md §2):
-    ``%`` becomes ``%25`` and ``/`` becomes ``%2F``, and a name that is
-    exactly ``.`` becomes ``%2E``, so that a name never adds a folder level,
+    ``%`` becomes ``%25``, then ``/``, ``#`` and ``?`` become ``%2F``,
+    ``%23`` and ``%3F``, and a name that is exactly ``.`` becomes ``%2E``,
+    so that a name never adds a folder level, never ends the path where a
+    FileIO parsing it as a URL would (``#``, ``?``),
     never names the folder it is in or one above it (``..`` is no name,
     spec/format.md §5.1), and two names never share a segment. File systems
     and object stores take the result literally (``%2F`` is not decoded)."""
-    segment = name.replace("%", "%25").replace("/", "%2F")
+    segment = name.replace("%", "%25").replace("/", "%2F").replace("#", "%23").replace("?", "%3F")
     return "%2E" if segment == "." else segment
 
 

@@ -238,6 +238,9 @@ def _kept_files(owner: OlympiaCatalog, locations: list[str], versions: list[int]
 
 
 def normal_path(owner: OlympiaCatalog, location: str) -> str | None:
+    """``location`` normalised by the catalog's location policy (the form
+    files are compared in), or None when the policy refuses it: a file the
+    catalog never deletes."""
     try:
         return owner.locations.check(same_file_uri(location), "a location")
     except LocationNotAllowedError:
