@@ -24,7 +24,7 @@ from olympia import validate
 from olympia.codec import CommitInfo
 from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
 from olympia.iceberg.locations import LocationNotAllowedError, is_under
-from olympia.iceberg.purge import same_file_uri
+from olympia.iceberg.purge import normal_path
 from olympia.iceberg.transaction import added_files
 from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
@@ -50,9 +50,8 @@ def client_files(
     others = owner.table_locations(exclude=table) if owner.locations.allow_overlap else []
     out: list[str] = []
     for path in candidates:
-        try:
-            normal = owner.locations.check(same_file_uri(path), "a file of the table")
-        except LocationNotAllowedError:
+        normal = normal_path(owner, path)
+        if normal is None:
             continue
         if is_under(normal, home) and not any(is_under(normal, o) for o in others):
             out.append(path)
