@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -490,3 +491,60 @@ def test_resumed_transaction_is_rebased_from_its_sidecar(
     resumed.commit()
     props = cat.load_table("ns.a").properties
     assert props["staged"] == "1" and props["other"] == "2"
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("impl", ["pyarrow", "fsspec"])
+def test_write_times_are_read_through_each_file_io(
+    where: str, impl: str, tmp_path: Path, moto_server: Any
+) -> None:
+    """A rollback keeps claimed files written before its begin version
+    (spec/iceberg.md §6), so the time storage gives a file must be read
+    right through both of PyIceberg's FileIOs, locally and on S3; a FileIO
+    that cannot tell gives None (the file is kept)."""
+    from pyiceberg.io import FileIO, load_file_io
+
+    from olympia.iceberg import filetimes
+
+    props: dict[str, str] = {
+        "py-io-impl": f"pyiceberg.io.{impl}.{'PyArrowFileIO' if impl == 'pyarrow' else 'FsspecFileIO'}"
+    }
+    if where == "s3":
+        uri, _ = moto_server.location(f"mtime-{impl}")
+        props |= {
+            "s3.endpoint": moto_server.endpoint_url,
+            "s3.region": "us-east-1",
+            "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing",
+        }
+    else:
+        uri = f"file://{tmp_path}"
+    io = load_file_io(props, uri)
+    path = f"{uri}/data/f.parquet"
+    started = time.time() * 1000
+    with io.new_output(path).create() as out:
+        out.write(b"x")
+    written = filetimes.modified_millis(io, path)
+    assert written is not None
+    # S3 gives seconds (the Last-Modified header): up to a second below.
+    assert started - 1500 <= written <= time.time() * 1000 + 1500
+    assert filetimes.written_before(io, [path], int(written) + 5000) == {path}
+    assert filetimes.written_before(io, [path], int(written) - 5000) == set()
+    with pytest.raises(FileNotFoundError):
+        filetimes.modified_millis(io, f"{uri}/data/missing.parquet")
+    assert (
+        filetimes.written_before(io, [f"{uri}/data/missing.parquet"], int(written) + 5000) == set()
+    )
+
+    class Opaque(FileIO):  # a FileIO of its own: no file system to ask
+        def new_input(self, location: str) -> Any:
+            return object()  # neither PyArrowFile nor FsspecInputFile
+
+        def new_output(self, location: str) -> Any:
+            raise NotImplementedError
+
+        def delete(self, location: Any) -> None:
+            raise NotImplementedError
+
+    assert filetimes.modified_millis(Opaque(), path) is None
+    assert filetimes.written_before(Opaque(), [path], 0) == {path}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ import pytest
 import requests
 from iceberg_helpers import files_under, ids_of, rows
 from pyiceberg.manifest import clear_manifest_cache, write_manifest_list
+from pyiceberg.table import StaticTable
 from pyiceberg.table.snapshots import Snapshot
 from rest_helpers import PREFIX, Served, change_of, serve
 
@@ -239,6 +241,53 @@ def test_a_rollback_keeps_committed_files_a_staged_snapshot_says_it_added(served
     assert ids_of(served.client().load_table(("ca", "a"))) == [1, 2]
 
 
+def table_at(served: Served, version: int, namespace: str, name: str) -> StaticTable:
+    """The table as catalog version ``version`` holds it (time travel)."""
+    location = served.catalog.committed_location(version, namespace, name)
+    assert location is not None
+    return StaticTable.from_metadata(location)
+
+
+def test_a_rollback_keeps_files_only_an_older_catalog_version_reads(served: Served):
+    """A table dropped without purge and created again at the same place:
+    the catalog versions from before the drop still read the old table's
+    files, which the new table's metadata does not reach. A transaction
+    that adds one of them to the new table (``add_files``: its duplicate
+    check only looks at the new table) and rolls back must leave it."""
+    client = served.client()
+    old = new_table(served, "dr", "a", [1, 2])
+    old_files = [task.file.file_path for task in old.scan().plan_files()]
+    an_hour_ago = time.time() - 3600  # as a table's older files are (the guard reads write times)
+    for path in old_files:
+        os.utime(path.removeprefix("file://"), (an_hour_ago, an_hour_ago))
+    before = served.catalog.olympia.version
+    client.drop_table(("dr", "a"))
+    new = new_table(served, "dr", "a", [5])
+    assert new.metadata.location == old.metadata.location  # the same folder
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    inside = served.client(uri=f"{served.uri}/txn/{txn['id']}")
+    inside.load_table(("dr", "a")).add_files(old_files)
+    assert ids_of(inside.load_table(("dr", "a"))) == [1, 2, 5]
+    assert requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30).status_code == 204
+    assert all(Path(f.removeprefix("file://")).exists() for f in old_files)
+    assert ids_of(table_at(served, before, "dr", "a")) == [1, 2]
+    assert ids_of(client.load_table(("dr", "a"))) == [5]
+
+
+def test_a_rollback_still_deletes_the_files_its_client_wrote(served: Served):
+    """What a client wrote inside a ``/txn`` transaction is deleted when it
+    rolls back: the guards above keep only files that existed before."""
+    table = new_table(served, "cw", "a", [1])
+    before = files_of(table)
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    inside = served.client(uri=f"{served.uri}/txn/{txn['id']}")
+    inside.load_table(("cw", "a")).append(rows([2, 3]))
+    assert files_of(table) - before  # a data file, a manifest, a manifest list
+    assert requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30).status_code == 204
+    assert files_of(table) == before
+    assert ids_of(served.client().load_table(("cw", "a"))) == [1]
+
+
 def forged_manifest_list(table: Any, claimed: Snapshot, snapshot_id: int) -> str:
     """A manifest list, written beside ``table``'s, listing the manifests of
     the committed snapshot ``claimed`` as added by ``snapshot_id``."""
@@ -314,6 +363,60 @@ def test_a_rebase_deletes_no_committed_file_a_staged_snapshot_named(served: Serv
         r["id"] for r in after.scan(snapshot_id=first.snapshot_id).to_arrow().to_pylist()
     ) == [1]
     assert 2 in ids_of(after)
+
+
+def test_a_rebase_deletes_no_file_only_an_older_catalog_version_reads(served: Served):
+    """A staged snapshot naming, as its own, the manifest list of a snapshot
+    expired from the table's metadata: no snapshot of the committed metadata
+    reads it, but the catalog versions from before the expiry do (time
+    travel). A rebased commit must not delete it as obsolete."""
+    client = served.client()
+    a = new_table(served, "rbx", "a", [1])
+    first = a.metadata.current_snapshot()
+    assert first is not None
+    a.append(rows([3]))
+    before_expiry = served.catalog.olympia.version
+    a.maintenance.expire_snapshots().by_id(first.snapshot_id).commit()
+    a = client.load_table(("rbx", "a"))
+    assert a.metadata.snapshot_by_id(first.snapshot_id) is None
+    an_hour_ago = time.time() - 3600  # as a table's older files are (the guard reads write times)
+    for path in files_of(a):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    before = files_of(a)
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{txn['id']}"
+    current = a.metadata.current_snapshot()
+    assert current is not None
+    snapshot = current.model_dump(mode="json", by_alias=True)
+    snapshot["manifest-list"] = first.manifest_list
+    snapshot["snapshot-id"] = 6161
+    snapshot["parent-snapshot-id"] = a.metadata.current_snapshot_id
+    snapshot["sequence-number"] = a.metadata.last_sequence_number + 1
+    staged = post(
+        served,
+        "namespaces/rbx/tables/a",
+        change(
+            "rbx",
+            "a",
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": 6161,
+            },
+        ),
+        base,
+    )
+    assert staged.status_code == 200, staged.text
+    client.load_table(("rbx", "a")).append(rows([2]))  # a concurrent commit: the commit rebases
+    done = requests.post(f"{base}/commit", json={}, timeout=30)
+    assert done.status_code in (200, 204), done.text
+    assert {f for f in before if not Path(f).exists()} == set()
+    old = table_at(served, before_expiry, "rbx", "a")
+    assert sorted(
+        r["id"] for r in old.scan(snapshot_id=first.snapshot_id).to_arrow().to_pylist()
+    ) == [1]
 
 
 # --- 4. table properties never steer the server's I/O ------------------------------

@@ -40,6 +40,7 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 
+from olympia.iceberg import filetimes
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.expressions import to_sql
 from olympia.iceberg.metadata import ROW_LINEAGE_FORMAT_VERSION
@@ -675,7 +676,9 @@ class _Rebaser:
         manifest it lists as added by itself): so every manifest list of
         ``metadata``'s snapshots, and every manifest of the snapshots its
         branches and tags point to (besides the produced ones), is
-        referenced too."""
+        referenced too; and a file that storage says was written before the
+        base was committed is kept (a snapshot expired from the metadata
+        wrote it, and the catalog versions from before the expiry read it)."""
         if not self.rebuilt:
             return ()
         referenced = {snapshot.manifest_list for snapshot in metadata.snapshots}
@@ -695,6 +698,13 @@ class _Rebaser:
                 and _written_by(m, snapshot.snapshot_id, self.io)
             ]
             obsolete += [path for path in own if path not in referenced and path not in obsolete]
+        if obsolete:
+            # A file only an older catalog version reads (a snapshot expired
+            # from the metadata) was written before the base was committed.
+            older = filetimes.written_before(
+                self.io, obsolete, self.base.last_updated_ms - filetimes.CLOCK_SLACK_MILLIS
+            )
+            obsolete = [path for path in obsolete if path not in older]
         return tuple(obsolete)
 
     def delete_written(self) -> None:

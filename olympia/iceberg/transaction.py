@@ -57,7 +57,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from olympia import errors as oe
 from olympia.codec import CommitInfo
-from olympia.iceberg import names, purge, reads, rebase, sidecar, views
+from olympia.iceberg import filetimes, names, purge, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
 from olympia.iceberg.locations import LocationNotAllowedError, path_segment
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
@@ -1693,18 +1693,24 @@ class IcebergTransaction:
         (:meth:`claim_files`), keep any that the committed metadata of a table
         it touched reaches: a staged snapshot may list a file the table holds
         already as added (``add_files`` without its duplicate check, or a
-        hostile REST client), and that file is the table's. When that cannot
-        be told (the committed metadata cannot be read), every claimed file
-        is kept: a leftover file is an orphan, a deleted one lost data."""
+        hostile REST client), and that file is the table's. Keep also any
+        that storage says was written before the begin version was committed
+        (what only an older version reads: a table dropped and created again
+        at the same place, a snapshot expired from the table's metadata).
+        When that cannot be told (the committed metadata or the begin
+        version cannot be read), every claimed file is kept: a leftover file
+        is an orphan, a deleted one lost data."""
         if not self.written_files:
             return
+        io = self.owner._load_file_io(location=self.written_files[0])
         keep: set[str] = set()  # claimed files left in place
         if self.claimed_files:
             committed = purge.committed_files(self.owner, self._committed_locations())
-            if committed is None:
+            since = self._begin_millis()
+            if committed is None or since is None:
                 logger.warning(
                     "transaction %s leaves the %d files its staged metadata names: the "
-                    "committed metadata of its tables cannot be read",
+                    "committed metadata of its tables, or its begin version, cannot be read",
                     self.id,
                     len(self.claimed_files),
                 )
@@ -1713,7 +1719,12 @@ class IcebergTransaction:
                 keep = {
                     p for p in self.claimed_files if purge.normal_path(self.owner, p) in committed
                 }
-        io = self.owner._load_file_io(location=self.written_files[0])
+                # What older versions read (a table dropped and created again
+                # at the same place, snapshots expired from the metadata) was
+                # written before the begin version was committed.
+                keep |= filetimes.written_before(
+                    io, sorted(self.claimed_files - keep), since - filetimes.CLOCK_SLACK_MILLIS
+                )
         for path in dict.fromkeys(self.written_files):
             if path in keep:
                 continue
@@ -1723,6 +1734,14 @@ class IcebergTransaction:
                 logger.debug("could not delete %s", path, exc_info=True)
         self.written_files.clear()
         self.claimed_files = set()
+
+    def _begin_millis(self) -> int | None:
+        """When the begin version was committed (its root's time), or None
+        when its root cannot be read any more (expired)."""
+        try:
+            return self.owner.olympia.store.load_root(self.begin_version).created_at_millis
+        except oe.OlympiaError:
+            return None
 
     def _committed_locations(self) -> list[str]:
         """The committed metadata of every table this transaction touched: as
