@@ -548,3 +548,24 @@ def test_write_times_are_read_through_each_file_io(
 
     assert filetimes.modified_millis(Opaque(), path) is None
     assert filetimes.written_before(Opaque(), [path], 0) == {path}
+
+
+def test_a_location_provider_named_by_a_table_property_is_refused(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    """``write.py-location-provider.impl`` would make the catalog import and
+    call a class a table property names (the REST server too, for its
+    clients): refused on create and on commit, nothing imported."""
+    cat, _ = lake
+    impl = {"write.py-location-provider.impl": "os.system"}
+    with pytest.raises(ValueError, match="write.py-location-provider.impl"):
+        cat.create_table("ns.p", SCHEMA, properties=impl)
+    assert not cat.table_exists("ns.p")
+    table = cat.create_table("ns.p", SCHEMA)
+    with pytest.raises(ValueError, match="never imports a class a table property names"):
+        table.transaction().set_properties(impl).commit_transaction()
+    assert "write.py-location-provider.impl" not in cat.load_table("ns.p").properties
+    table.transaction().set_properties(
+        {"write.object-storage.enabled": "true"}
+    ).commit_transaction()
+    assert cat.load_table("ns.p").properties["write.object-storage.enabled"] == "true"

@@ -24,10 +24,18 @@ ACCEPTED = [
     ("gs://bucket/lake", "gs://bucket/lake"),
     ("hdfs://namenode/lake//t", "hdfs://namenode/lake/t"),
     ("hdfs:///lake/t", "hdfs:///lake/t"),
+    ("/data/my lake/t", "file:///data/my lake/t"),  # white space inside a path is a name
 ]
 
 REFUSED = [
     ("", "is empty"),
+    (" ", "is empty"),
+    (" /data/lake/t", "begins or ends with white space"),
+    ("\t/data/lake/t", "begins or ends with white space"),
+    ("/data/lake/t\n", "begins or ends with white space"),
+    ("s3://bucket/lake/t ", "begins or ends with white space"),
+    ("\u00a0s3://bucket/lake", "begins or ends with white space"),
+    ("/data/la\x7fke\x01/t", "control character"),
     ("lake/t", "is relative"),
     ("file:lake/t", "is relative"),
     ("file://tmp/lake/t", "names a host ('tmp')"),

@@ -468,6 +468,76 @@ def test_table_properties_never_choose_the_servers_file_io(served: Served):
     assert not [f for f in files if Path(f).exists()]
 
 
+#: What SpyProvider was called with (the server runs in this process).
+PROVIDED: list[tuple[object, ...]] = []
+
+
+class SpyProvider:
+    """A location provider a client names in ``write.py-location-provider.impl``:
+    PyIceberg would import and call it; the server must never do so."""
+
+    def __init__(self, *args: object) -> None:
+        PROVIDED.append(args)
+        raise RuntimeError("the server imported a location provider a client chose")
+
+
+def test_table_properties_never_choose_code_the_server_imports(served: Served, outside: Path):
+    """``write.py-location-provider.impl`` names a class PyIceberg imports
+    and calls with the table's location: a client could make the server run
+    any callable (``shutil.rmtree`` on a folder outside every allowed
+    location). Refused with 400 on create, commit, ``/txn`` and register."""
+    victim = outside / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("x")
+    client = served.client()
+    client.create_namespace("prov")
+    table = client.create_table(("prov", "t"), SCHEMA)
+    schema = json.loads(table.schema().model_dump_json(by_alias=True))
+    for impl in (f"{__name__}.SpyProvider", "shutil.rmtree"):
+        hostile = {"write.py-location-provider.impl": impl}
+        created = post(
+            served,
+            "namespaces/prov/tables",
+            {"name": "u", "schema": schema, "location": str(victim), "properties": hostile},
+        )
+        assert created.status_code in (400, 403), created.text
+        for location in (None, str(victim)):
+            updates: list[dict[str, Any]] = [{"action": "set-properties", "updates": hostile}]
+            if location:
+                updates.append({"action": "set-location", "location": location})
+            committed = post(served, "namespaces/prov/tables/t", change("prov", "t", *updates))
+            assert committed.status_code in (400, 403), committed.text
+        txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+        staged = post(
+            served,
+            "namespaces/prov/tables/t",
+            change("prov", "t", {"action": "set-properties", "updates": hostile}),
+            f"{served.uri}/txn/{txn['id']}",
+        )
+        assert staged.status_code == 400, staged.text
+        assert "write.py-location-provider.impl" in error_of(staged)["message"]
+        assert requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30).ok
+    # A metadata file that names one is not registered either.
+    home = f"{served.warehouse}/prov.db/r"
+    metadata = client.load_table(("prov", "t")).metadata.model_copy(
+        update={
+            "location": home,
+            "properties": {"write.py-location-provider.impl": f"{__name__}.SpyProvider"},
+        }
+    )
+    forged = f"{home}/metadata/forged.metadata.json"
+    with table.io.new_output(forged).create() as out:
+        out.write(metadata.model_dump_json().encode())
+    registered = post(
+        served, "namespaces/prov/register", {"name": "r", "metadata-location": forged}
+    )
+    assert registered.status_code == 400, registered.text
+    assert PROVIDED == []
+    assert (victim / "keep").read_text() == "x"
+    assert "write.py-location-provider.impl" not in client.load_table(("prov", "t")).properties
+    assert sorted(t[-1] for t in client.list_tables("prov")) == ["t"]
+
+
 # --- 5. locations outside the warehouse ---------------------------------------------
 
 
@@ -496,17 +566,23 @@ def test_locations_must_lie_under_the_warehouse_or_an_allowed_location(
         f"file://localhost{allowed}/t",
         # The FileIO would end the path at "#": the file .../t.
         f"file://{allowed}/t#1",
+        # The FileIO keeps white space: " /x" is a folder " " under the
+        # working directory (checked, it used to be stripped first).
+        f" {allowed}/t",
+        f"\t{allowed}/t",
+        f"{allowed}/t\n",
+        f"file://{allowed}/t ",
     ):
         response = post(served, "namespaces/loc/tables", {**body, "location": location})
         assert response.status_code == 403, (location, response.text)
         assert error_of(response)["type"] == "ForbiddenException"
     for key in ("write.data.path", "write.metadata.path"):
-        response = post(
-            served, "namespaces/loc/tables", {**body, "properties": {key: str(outside)}}
-        )
-        assert response.status_code == 403, (key, response.text)
+        for value in (str(outside), f" {allowed}/m"):
+            response = post(served, "namespaces/loc/tables", {**body, "properties": {key: value}})
+            assert response.status_code == 403, (key, value, response.text)
     assert not list(outside.glob("t*")) and not list(outside.glob("**/*.metadata.json"))
     assert not Path(str(allowed).lstrip("/")).exists()  # relative to the working directory
+    assert not list(Path().glob(" *")) and not list(Path().glob("\t*"))
     # An allowed location works.
     response = post(served, "namespaces/loc/tables", {**body, "location": f"file://{allowed}/t"})
     assert response.status_code == 200, response.text

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 
 from pyiceberg.exceptions import ForbiddenError
 from pyiceberg.io import SCHEMA_TO_FILE_IO
+from pyiceberg.table.locations import LocationProvider, load_location_provider
+from pyiceberg.typedef import Properties
 
 from olympia.errors import OlympiaError
 
@@ -47,15 +49,21 @@ def normalize(location: str, what: str = "location") -> str:
     """``location`` in one canonical form (scheme://path, no trailing ``/``).
 
     Raises:
-        LocationNotAllowedError: it is empty, relative, names the root of
-            its file system, has a ``.`` or ``..`` segment or a scheme
+        LocationNotAllowedError: it is empty, relative, begins or ends
+            with white space, names the root of its file system, has a
+            ``.`` or ``..`` segment or a scheme
             without a FileIO, holds ``?`` or ``#``, is a ``file`` URI
             naming a host, or is an object store's location with an empty
             segment.
     """
     if not isinstance(location, str) or not location.strip():
         raise LocationNotAllowedError(f"{what} is empty")
-    text = location.strip()
+    text = location
+    if text != text.strip():
+        # A FileIO takes the white space for part of the path (" /x" is a
+        # folder named " " under the working directory): what is checked
+        # must be what it touches.
+        raise LocationNotAllowedError(f"{what} {location!r} begins or ends with white space")
     if "\\" in text or any(ord(c) < 0x20 for c in text):
         raise LocationNotAllowedError(f"{what} {location!r} holds a backslash or control character")
     if "?" in text or "#" in text:
@@ -113,6 +121,37 @@ def normalize(location: str, what: str = "location") -> str:
     if not authority and not segments:
         raise LocationNotAllowedError(f"{what} {location!r} names the root of its file system")
     return f"{scheme}://{'/'.join([authority, *segments])}"
+
+
+#: The table property naming a class PyIceberg imports as the table's
+#: location provider. Never honoured: a table property never chooses code
+#: the catalog (or the REST server, for its clients) runs.
+PROVIDER_IMPL = "write.py-location-provider.impl"
+
+
+def location_provider(location: str, properties: Properties, what: str) -> LocationProvider:
+    """PyIceberg's built-in location provider of a table (the object-store
+    one when ``write.object-storage.enabled``, else the simple one).
+
+    Raises:
+        ValueError: ``properties`` name a provider class to import
+            (:data:`PROVIDER_IMPL`), naming ``what`` (the table).
+    """
+    if properties.get(PROVIDER_IMPL):
+        raise ValueError(
+            f"{what} sets {PROVIDER_IMPL}: olympia never imports a class a table property "
+            f"names; remove the property (files go where PyIceberg's built-in location "
+            f"providers put them)"
+        )
+    return load_location_provider(location, properties)
+
+
+def without_provider_impl(properties: Properties) -> Properties:
+    """``properties`` without :data:`PROVIDER_IMPL` (for tables committed
+    before it was refused, handed to PyIceberg's own writers)."""
+    if PROVIDER_IMPL not in properties:
+        return properties
+    return {k: v for k, v in properties.items() if k != PROVIDER_IMPL}
 
 
 def path_segment(name: str) -> str:

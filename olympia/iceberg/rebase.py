@@ -43,6 +43,7 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 from olympia.iceberg import filetimes
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.expressions import to_sql
+from olympia.iceberg.locations import without_provider_impl
 from olympia.iceberg.metadata import ROW_LINEAGE_FORMAT_VERSION
 from olympia.iceberg.reads import MetadataReads, check_metadata_reads
 from olympia.iceberg.updates import apply_updates
@@ -623,9 +624,14 @@ class _Rebaser:
         current: TableMetadata,
     ) -> tuple[TableUpdate, ...]:
         """Produce the snapshot again on ``current`` with PyIceberg's own snapshot producers."""
+        # PyIceberg's producers take the table's location provider from its
+        # properties, which may name a class to import: never on a server.
+        safe = without_provider_impl(current.properties)
         table = Table(
             identifier=tuple(self.table.split(".")),
-            metadata=current,
+            metadata=current
+            if safe is current.properties
+            else current.model_copy(update={"properties": safe}),
             metadata_location="",
             io=self.io,
             catalog=NoopCatalog("olympia-rebase"),

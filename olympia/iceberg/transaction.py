@@ -40,7 +40,6 @@ from pyiceberg.table import (
     _parse_row_filter,
 )
 from pyiceberg.table import Transaction as PyIcebergTransaction
-from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataCommonFields, new_table_metadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef
 from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
@@ -59,7 +58,7 @@ from olympia import errors as oe
 from olympia.codec import CommitInfo
 from olympia.iceberg import filetimes, names, purge, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
-from olympia.iceberg.locations import LocationNotAllowedError, path_segment
+from olympia.iceberg.locations import LocationNotAllowedError, location_provider, path_segment
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
 from olympia.iceberg.purge import same_file_uri
 from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
@@ -580,8 +579,8 @@ class TransactionCatalog(MetastoreCatalog):
         if location is not None and not location.strip():
             raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
         location = location.rstrip("/") if location else self._default_location(namespace, name)
-        metadata_location = load_location_provider(
-            location, properties
+        metadata_location = location_provider(
+            location, properties, f"table {namespace}.{name}"
         ).new_table_metadata_file_location()
         metadata = with_row_lineage(
             with_defaults(
@@ -647,6 +646,7 @@ class TransactionCatalog(MetastoreCatalog):
         self._tx.owner.locations.check(metadata_location, what)
         metadata = self._tx.owner.read_metadata(metadata_location, what)
         self._check_table_locations(namespace, name, metadata, None, metadata_location)
+        location_provider(metadata.location, metadata.properties, f"table {namespace}.{name}")
         self._tx._state(namespace, name, self._location(namespace, name))
         with translate_errors():
             if overwrite and self._txn.table_exists(namespace, name):
@@ -729,8 +729,8 @@ class TransactionCatalog(MetastoreCatalog):
         version = self._parse_metadata_version(location) + 1 if location is not None else 0
         if not metadata.location:  # PyIceberg lets set-location "" through
             raise LocationNotAllowedError(f"the location of table {namespace}.{name} is empty")
-        new_location = load_location_provider(
-            metadata.location, metadata.properties
+        new_location = location_provider(
+            metadata.location, metadata.properties, f"table {namespace}.{name}"
         ).new_table_metadata_file_location(version)
         self._check_table_locations(namespace, name, metadata, current, new_location)
         io = self._load_file_io(metadata.properties, new_location)
@@ -1152,8 +1152,10 @@ class IcebergMerge:
                     version=version,
                     rule="write-write",
                 ) from None
-            new_location = load_location_provider(
-                rebased.metadata.location, rebased.metadata.properties
+            new_location = location_provider(
+                rebased.metadata.location,
+                rebased.metadata.properties,
+                f"table {namespace}.{name}",
             ).new_table_metadata_file_location(
                 MetastoreCatalog._parse_metadata_version(theirs_location) + 1
             )
