@@ -274,6 +274,46 @@ def test_a_rollback_keeps_files_only_an_older_catalog_version_reads(served: Serv
     assert ids_of(client.load_table(("dr", "a"))) == [5]
 
 
+@pytest.mark.parametrize(
+    ("ending", "loss"), [("rollback", "drop"), ("commit", "drop"), ("rollback", "expiry")]
+)
+def test_a_transaction_keeps_files_committed_after_it_began(served: Served, ending: str, loss: str):
+    """Files another writer committed after a ``/txn`` transaction began,
+    and which the latest version no longer reaches (the table dropped, or
+    the snapshot removed from its metadata), are read by the versions in
+    between: a transaction that adds one and is rolled back, or refused,
+    must leave it."""
+    client = served.client()
+    table = f"meanwhile_{ending}_{loss}"
+    new_table(served, table, "t", [])
+    txn = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    outside = client.load_table((table, "t"))
+    outside.append(rows([1, 2, 3]))
+    added = [task.file.file_path for task in outside.scan().plan_files()]
+    between = served.catalog.olympia.version
+    if loss == "drop":
+        client.drop_table((table, "t"))
+    else:
+        snapshot = outside.metadata.current_snapshot_id
+        done = post(
+            served,
+            f"namespaces/{table}/tables/t",
+            change(
+                table,
+                "t",
+                {"action": "remove-snapshot-ref", "ref-name": "main"},
+                {"action": "remove-snapshots", "snapshot-ids": [snapshot]},
+            ),
+        )
+        assert done.status_code == 200, done.text
+    inside = served.client(uri=f"{served.uri}/txn/{txn['id']}")
+    inside.load_table((table, "t")).add_files(added)
+    ended = requests.post(f"{served.uri}/txn/{txn['id']}/{ending}", json={}, timeout=30)
+    assert ended.status_code == (409 if ending == "commit" else 204), ended.text
+    assert all(Path(f.removeprefix("file://")).exists() for f in added)
+    assert ids_of(table_at(served, between, table, "t")) == [1, 2, 3]
+
+
 def test_a_rollback_still_deletes_the_files_its_client_wrote(served: Served):
     """What a client wrote inside a ``/txn`` transaction is deleted when it
     rolls back: the guards above keep only files that existed before."""

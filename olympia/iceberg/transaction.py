@@ -58,7 +58,12 @@ from olympia import errors as oe
 from olympia.codec import CommitInfo
 from olympia.iceberg import filetimes, names, purge, reads, rebase, sidecar, views
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
-from olympia.iceberg.locations import LocationNotAllowedError, location_provider, path_segment
+from olympia.iceberg.locations import (
+    LocationNotAllowedError,
+    is_under,
+    location_provider,
+    path_segment,
+)
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
 from olympia.iceberg.purge import same_file_uri
 from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
@@ -282,6 +287,12 @@ def _record_writes(io: FileIO, written: list[str]) -> FileIO:
 
 #: Conflict rules that mean another process has the distributed transaction
 #: (its files are that process's to keep or delete).
+#: A rollback that claimed files reads the versions committed since its
+#: begin version, up to this many; beyond, it keeps every claimed file.
+_VERSIONS_SEARCHED = 1000
+#: The actions that commit a table's metadata.
+_TABLE_WRITES = (A.TABLE_CREATE, A.TABLE_UPDATE)
+
 _ANOTHER_PROCESS_HOLDS_IT = ("transaction-claimed", "transaction-advanced")
 
 
@@ -1707,7 +1718,8 @@ class IcebergTransaction:
         io = self.owner._load_file_io(location=self.written_files[0])
         keep: set[str] = set()  # claimed files left in place
         if self.claimed_files:
-            committed = purge.committed_files(self.owner, self._committed_locations())
+            locations = self._committed_locations()
+            committed = None if locations is None else purge.committed_files(self.owner, locations)
             since = self._begin_millis()
             if committed is None or since is None:
                 logger.warning(
@@ -1745,16 +1757,44 @@ class IcebergTransaction:
         except oe.OlympiaError:
             return None
 
-    def _committed_locations(self) -> list[str]:
-        """The committed metadata of every table this transaction touched: as
-        of its begin version, and now."""
-        latest = self.owner.olympia.version
+    def _committed_locations(self) -> list[str] | None:
+        """The committed metadata that may reach a claimed file: that of
+        every table this transaction touched, as of its begin version and
+        now, and every table metadata a version after the begin version
+        committed for a table whose location holds a claimed file (what was
+        committed meanwhile and dropped since: a table dropped or renamed, a
+        snapshot expired). None when those versions cannot all be read (too
+        many, or expired meanwhile)."""
+        catalog = self.owner.olympia
+        latest = catalog.version
         out = [s.base_location for s in self._tables.values() if s.base_location]
         for namespace, name in self._tables:
             now = self.owner.committed_location(latest, namespace, name)
             if now:
                 out.append(now)
+        if latest - self.begin_version > _VERSIONS_SEARCHED:
+            return None
+        try:
+            infos = catalog.history(since=self.begin_version + 1)
+        except oe.OlympiaError:
+            return None
+        if len(infos) != latest - self.begin_version:
+            return None  # expired meanwhile: what they committed is unknown
+        claimed = [n for n in map(self._normal, self.claimed_files) if n is not None]
+        for info in infos:
+            for action in info.actions:
+                meanwhile = action.table.metadata_location
+                if action.type in _TABLE_WRITES and meanwhile and meanwhile not in out:
+                    try:
+                        home = self._normal(self.owner.read_metadata(meanwhile).location)
+                    except Exception:  # unreadable: it cannot be told what it reaches
+                        return None
+                    if home is not None and any(is_under(f, home) for f in claimed):
+                        out.append(meanwhile)
         return out
+
+    def _normal(self, location: str) -> str | None:
+        return purge.normal_path(self.owner, location)
 
     def __enter__(self) -> IcebergTransaction:
         return self
