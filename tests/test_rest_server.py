@@ -337,6 +337,89 @@ def test_bad_input_gets_400_with_error_model(served: Served) -> None:
     error_of(unknown)
 
 
+def test_values_pyiceberg_refuses_and_specs_that_do_not_fit_get_400(served: Served) -> None:
+    """Types, transforms, partition specs and sort orders that PyIceberg's
+    models or Iceberg's rules refuse: a 400 naming the value, never a 500
+    (nor a table created, nor a commit whose outcome is "unknown")."""
+    client = served.client()
+    client.create_namespace("vals")
+    client.create_table(("vals", "t"), pa.schema([("id", pa.int64()), ("s", pa.string())]))
+
+    def field(type_: object) -> dict[str, object]:
+        return {"id": 1, "name": "c", "required": False, "type": type_}
+
+    def create(name: str, **extra: object) -> requests.Response:
+        schema = {"type": "struct", "schema-id": 0, "fields": [field("long")]}
+        body = {"name": name, "schema": schema, **extra}
+        return requests.post(served.url("namespaces/vals/tables"), json=body, timeout=10)
+
+    def spec(transform: str, source: int = 1) -> dict[str, object]:
+        fields = [{"source-id": source, "field-id": 1000, "name": "p", "transform": transform}]
+        return {"spec-id": 0, "fields": fields}
+
+    def order(source: int) -> dict[str, object]:
+        fields = [
+            {
+                "source-id": source,
+                "transform": "identity",
+                "direction": "asc",
+                "null-order": "nulls-first",
+            }
+        ]
+        return {"order-id": 1, "fields": fields}
+
+    bad_types = ("decimal(1000, 2000)", "decimal(0, 0)", "fixed[-1]")
+    refused = [
+        *(create("u", schema={"type": "struct", "fields": [field(t)]}) for t in bad_types),
+        create("u", **{"partition-spec": spec("bucket[-3]")}),
+        create("u", **{"partition-spec": spec("truncate[0]")}),
+        create("u", **{"partition-spec": spec("day")}),  # day of a long
+        create("u", **{"partition-spec": spec("identity", source=77)}),
+        create("u", **{"write-order": order(77)}),
+    ]
+    for updates in (
+        [{"action": "add-schema", "schema": {"type": "struct", "fields": [field("fixed[-1]")]}}],
+        # Added without being made default: PyIceberg checks only the default one.
+        [{"action": "add-spec", "spec": spec("identity", source=77)}],
+        [{"action": "add-spec", "spec": spec("day")}],
+        [{"action": "add-sort-order", "sort-order": order(77)}],
+    ):
+        refused.append(
+            requests.post(
+                served.url("namespaces/vals/tables/t"),
+                json={"requirements": [], "updates": updates},
+                timeout=10,
+            )
+        )
+    for updates in ([], [{"action": "set-properties", "updates": {"k": "v"}}]):
+        # assert-create whose updates add no schema: nothing to create.
+        refused.append(
+            requests.post(
+                served.url("namespaces/vals/tables/new"),
+                json={"requirements": [{"type": "assert-create"}], "updates": updates},
+                timeout=10,
+            )
+        )
+    for response in refused:
+        assert response.status_code == 400, response.text
+        assert error_of(response)["type"] == "BadRequestException"
+    messages = [str(error_of(r)["message"]) for r in refused]
+    assert "1000" in messages[0] and "fixed[-1]" in messages[2]
+    assert "truncate[0]" in messages[4] and "day" in messages[5]
+    assert "without a current schema" in messages[-1]
+    assert sorted(t[-1] for t in client.list_tables("vals")) == ["t"]
+    table = client.load_table(("vals", "t"))
+    assert len(table.specs()) == 1 and len(table.sort_orders()) == 1
+    # What fits is accepted, default or not.
+    ok = requests.post(
+        served.url("namespaces/vals/tables/t"),
+        json={"requirements": [], "updates": [{"action": "add-spec", "spec": spec("bucket[4]")}]},
+        timeout=10,
+    )
+    assert ok.status_code == 200, ok.text
+    assert len(client.load_table(("vals", "t")).specs()) == 2
+
+
 def test_request_body_is_bounded(tmp_path: Path) -> None:
     with serve(tmp_path, max_body_bytes=1000) as small:
         big = {"namespace": ["n"], "properties": {"k": "x" * 2000}}

@@ -68,7 +68,7 @@ from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_meta
 from olympia.iceberg.purge import same_file_uri
 from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
-from olympia.iceberg.updates import apply_updates
+from olympia.iceberg.updates import apply_updates, check_new_specs_and_orders
 from olympia.keys import KeyCodec
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
@@ -606,6 +606,7 @@ class TransactionCatalog(MetastoreCatalog):
             )
         )
         self._check_table_locations(namespace, name, metadata, None, metadata_location)
+        check_new_specs_and_orders(None, metadata)
         return StagedTable(
             identifier=names.identifier(namespace, name),
             metadata=metadata,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg.exceptions import ValidationError
 from pyiceberg.table.metadata import (
     SUPPORTED_TABLE_FORMAT_VERSION,
     TableMetadata,
@@ -40,6 +41,7 @@ from pyiceberg.table.update import (
     _TableMetadataUpdateContext,
     update_table_metadata,
 )
+from pyiceberg.transforms import BucketTransform, TruncateTransform
 
 from olympia.iceberg.metadata import INITIAL_ROW_ID, ROW_LINEAGE_FORMAT_VERSION, with_row_lineage
 
@@ -280,21 +282,75 @@ def apply_updates(
     (same arguments) after :func:`assign_ids`, with ``upgrade-format-version``
     to 3 and the row lineage of version-3 tables (:func:`row_lineage`).
 
+    Also checks every partition spec and sort order the updates add against
+    the resulting current schema (a source column that exists, of a type its
+    transform takes), made default or not, as Iceberg's Java builder binds
+    them; PyIceberg checks only the default ones.
+
     Raises:
-        ValueError: an update cannot be applied (as ``update_table_metadata``).
+        ValueError: an update cannot be applied (as ``update_table_metadata``;
+            also for what PyIceberg's builder reports as ``StopIteration``,
+            ``LookupError`` or ``AttributeError`` on such updates).
+        pyiceberg.exceptions.ValidationError: an added spec or sort order
+            does not fit the current schema.
     """
     base = with_row_lineage(base)
     assigned = assign_ids(base, updates)
     next_row_id = row_lineage(base, assigned)
-    metadata = update_table_metadata(
-        base_metadata=base,
-        updates=tuple(_for_pyiceberg(u) for u in assigned),
-        enforce_validation=enforce_validation,
-        metadata_location=metadata_location,
-    )
+    try:
+        metadata = update_table_metadata(
+            base_metadata=base,
+            updates=tuple(_for_pyiceberg(u) for u in assigned),
+            enforce_validation=enforce_validation,
+            metadata_location=metadata_location,
+        )
+        check_new_specs_and_orders(base, metadata)
+    except StopIteration:
+        # PyIceberg looks up the current schema, spec or sort order with next().
+        raise ValueError(
+            "the updates leave the table without a current schema, partition spec or sort "
+            "order (a new table's updates must add and set each of them)"
+        ) from None
+    except (LookupError, AttributeError) as exc:
+        raise ValueError(f"the updates cannot be applied ({type(exc).__name__}: {exc})") from None
     if next_row_id is not None and getattr(metadata, "next_row_id", None) != next_row_id:
         metadata = metadata.model_copy(update={"next_row_id": next_row_id})
     return metadata
 
 
-__all__ = ["LAST_ADDED", "MAX_FORMAT_VERSION", "apply_updates", "assign_ids", "row_lineage"]
+def check_new_specs_and_orders(base: TableMetadata | None, metadata: TableMetadata) -> None:
+    """Raise ValidationError for a partition spec or sort order that
+    ``metadata`` has and ``base`` (None: a new table) has not, when it does
+    not fit the current schema of ``metadata`` (a missing source column, a
+    type its transform does not take) or has a bucket count or truncate
+    width below 1."""
+    schema = metadata.schema()
+    old_specs = set() if base is None else {spec.spec_id for spec in base.partition_specs}
+    for spec in metadata.partition_specs:
+        if spec.spec_id not in old_specs:
+            spec.check_compatible(schema)
+            _check_widths(spec.fields, f"partition spec {spec.spec_id}")
+    old_orders = set() if base is None else {order.order_id for order in base.sort_orders}
+    for order in metadata.sort_orders:
+        if order.order_id not in old_orders:
+            order.check_compatible(schema)
+            _check_widths(order.fields, f"sort order {order.order_id}")
+
+
+def _check_widths(fields: Iterable[Any], what: str) -> None:
+    for f in fields:
+        transform = f.transform
+        if isinstance(transform, BucketTransform) and transform.num_buckets < 1:
+            raise ValidationError(f"{what}: {transform} needs at least 1 bucket")
+        if isinstance(transform, TruncateTransform) and transform.width < 1:
+            raise ValidationError(f"{what}: {transform} needs a width of at least 1")
+
+
+__all__ = [
+    "LAST_ADDED",
+    "MAX_FORMAT_VERSION",
+    "apply_updates",
+    "assign_ids",
+    "check_new_specs_and_orders",
+    "row_lineage",
+]

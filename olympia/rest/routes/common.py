@@ -10,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
+from pyiceberg import exceptions as ice
 from pyiceberg.typedef import Identifier
 from starlette.routing import Match
 from starlette.types import Scope
@@ -32,8 +33,9 @@ class Route(APIRoute):
     validation error) for some well-formed JSON they cannot represent, e.g. an
     ``initial-default`` of the wrong type. Route functions turn their own
     exceptions into :class:`RestError` (:func:`errors`), so a ``TypeError`` or
-    ``ValueError`` (or a ``KeyError``, ``AttributeError``) that gets here came
-    from reading the request: 400."""
+    ``ValueError`` (or a ``KeyError``, ``AttributeError``, or PyIceberg's
+    ``ValidationError`` from a model's own check) that gets here came from
+    reading the request: 400."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -41,7 +43,9 @@ class Route(APIRoute):
         async def run(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (TypeError, ValueError, LookupError, AttributeError) as exc:
+            except (TypeError, ValueError, LookupError, AttributeError, ice.ValidationError) as exc:
+                # ValidationError: PyIceberg's own models refusing a value
+                # (decimal(1000, 2000), fixed[-1], bucket[-3]).
                 raise bad_request(f"invalid request: {exc}") from exc
 
         return run
