@@ -39,6 +39,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 import olympia
 from olympia import errors as oe
 from olympia.iceberg import purge, views
+from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
 from olympia.iceberg.purge import ExpireResult
 from olympia.iceberg.sidecar import FOLDER
@@ -46,12 +47,17 @@ from olympia.iceberg.transaction import (
     IcebergTransaction,
     OlympiaTable,
     TransactionCatalog,
+    create_if_not_exists,
 )
 from olympia.storage.options import pyiceberg_properties, s3fs_options, storage_properties
 from olympia.store import DEFAULT_CACHE_BYTES
 from olympia.transaction import DEFAULT_MAX_ATTEMPTS
 
 T = TypeVar("T")
+
+#: Conflicts a catalog change does not run again after: another process
+#: holds the distributed transaction (never a one-operation one's).
+_NOT_RETRIED = ("transaction-claimed", "transaction-advanced")
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -392,6 +398,23 @@ class OlympiaCatalog(MetastoreCatalog):
         with self._one(write) as bound:
             return op(bound)
 
+    def _change(self, op: Callable[[TransactionCatalog], T]) -> T:
+        """A change of the catalog's objects (create, drop, rename, register,
+        namespace properties) as one transaction, run again from the newest
+        version when a concurrent commit beat it (up to ``max-attempts``
+        runs): its checks then see what won, so a create that lost to the
+        same create raises ``TableAlreadyExistsError`` (and
+        ``create_table_if_not_exists`` returns the winner), a drop that lost
+        to a drop ``NoSuchTableError``, and a drop that lost to an append
+        drops the table, as a catalog that changes one row would."""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return self._run(op)
+            except CommitConflictException as exc:
+                if exc.rule in _NOT_RETRIED or attempt >= self.max_attempts:
+                    raise
+        raise AssertionError("unreachable")  # max_attempts >= 1
+
     def _own(self, table: Table) -> Table:
         return OlympiaTable(
             identifier=table.name(),
@@ -406,10 +429,10 @@ class OlympiaCatalog(MetastoreCatalog):
     def create_namespace(
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
-        self._run(lambda c: c.create_namespace(namespace, properties))
+        self._change(lambda c: c.create_namespace(namespace, properties))
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
-        self._run(lambda c: c.drop_namespace(namespace))
+        self._change(lambda c: c.drop_namespace(namespace))
 
     def namespace_exists(self, namespace: str | Identifier) -> bool:
         return self._run(lambda c: c.namespace_exists(namespace), write=False)
@@ -426,7 +449,7 @@ class OlympiaCatalog(MetastoreCatalog):
         removals: set[str] | None = None,
         updates: Properties = EMPTY_DICT,
     ) -> PropertiesUpdateSummary:
-        return self._run(lambda c: c.update_namespace_properties(namespace, removals, updates))
+        return self._change(lambda c: c.update_namespace_properties(namespace, removals, updates))
 
     # --- tables ---------------------------------------------------------------------
 
@@ -449,11 +472,24 @@ class OlympiaCatalog(MetastoreCatalog):
         properties: Properties = EMPTY_DICT,
     ) -> Table:
         return self._own(
-            self._run(
+            self._change(
                 lambda c: c.create_table(
                     identifier, schema, location, partition_spec, sort_order, properties
                 )
             )
+        )
+
+    def create_table_if_not_exists(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> Table:
+        return create_if_not_exists(
+            self, identifier, schema, location, partition_spec, sort_order, properties
         )
 
     def _create_staged_table(
@@ -498,23 +534,23 @@ class OlympiaCatalog(MetastoreCatalog):
         self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False
     ) -> Table:
         return self._own(
-            self._run(lambda c: c.register_table(identifier, metadata_location, overwrite))
+            self._change(lambda c: c.register_table(identifier, metadata_location, overwrite))
         )
 
     def rename_table(
         self, from_identifier: str | Identifier, to_identifier: str | Identifier
     ) -> Table:
-        return self._own(self._run(lambda c: c.rename_table(from_identifier, to_identifier)))
+        return self._own(self._change(lambda c: c.rename_table(from_identifier, to_identifier)))
 
     def drop_table(self, identifier: str | Identifier) -> None:
-        self._run(lambda c: c.drop_table(identifier))
+        self._change(lambda c: c.drop_table(identifier))
 
     def purge_table(self, identifier: str | Identifier) -> None:
         """Drop the table now and delete its files once no kept version holds
         it: expiration through :meth:`expire_versions` (or ``olympia expire``)
         deletes them when it drops the last version before the purge
         (spec/iceberg.md §4, Purge)."""
-        self._run(lambda c: c.purge_table(identifier))
+        self._change(lambda c: c.purge_table(identifier))
 
     def expire_versions(
         self,
@@ -572,7 +608,7 @@ class OlympiaCatalog(MetastoreCatalog):
         return self._run(lambda c: c.view_exists(identifier), write=False)
 
     def drop_view(self, identifier: str | Identifier) -> None:
-        self._run(lambda c: c.drop_view(identifier))
+        self._change(lambda c: c.drop_view(identifier))
 
     def load_view(self, identifier: str | Identifier) -> View:
         return self._run(lambda c: c.load_view(identifier), write=False)
@@ -585,12 +621,12 @@ class OlympiaCatalog(MetastoreCatalog):
         location: str | None = None,
         properties: Properties = EMPTY_DICT,
     ) -> View:
-        return self._run(
+        return self._change(
             lambda c: c.create_view(identifier, schema, view_version, location, properties)
         )
 
     def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
-        return self._run(lambda c: c.register_view(identifier, metadata_location))
+        return self._change(lambda c: c.register_view(identifier, metadata_location))
 
     def rename_view(
         self, from_identifier: str | Identifier, to_identifier: str | Identifier
@@ -601,7 +637,7 @@ class OlympiaCatalog(MetastoreCatalog):
             NoSuchViewError, NoSuchNamespaceError (target namespace),
             ViewAlreadyExistsError / TableAlreadyExistsError (target name taken).
         """
-        self._run(lambda c: c.rename_view(from_identifier, to_identifier))
+        self._change(lambda c: c.rename_view(from_identifier, to_identifier))
 
     def commit_view(
         self,

@@ -321,6 +321,29 @@ class _IcebergConflicts:
         return call
 
 
+def create_if_not_exists(
+    catalog: MetastoreCatalog,
+    identifier: str | Identifier,
+    schema: Schema | pa.Schema,
+    location: str | None,
+    partition_spec: PartitionSpec,
+    sort_order: SortOrder,
+    properties: Properties,
+) -> Table:
+    """PyIceberg's ``create_table_if_not_exists``, except that a name a view
+    holds raises the ``TableAlreadyExistsError`` saying so (PyIceberg's
+    loads the table after it and reports "does not exist")."""
+    try:
+        return catalog.create_table(
+            identifier, schema, location, partition_spec, sort_order, properties
+        )
+    except ice.TableAlreadyExistsError as taken:
+        try:
+            return catalog.load_table(identifier)
+        except ice.NoSuchTableError:
+            raise taken from None
+
+
 class TransactionCatalog(MetastoreCatalog):
     """A PyIceberg catalog bound to one :class:`IcebergTransaction`.
 
@@ -467,7 +490,7 @@ class TransactionCatalog(MetastoreCatalog):
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
         ns = names.namespace_name(namespace)
-        props = dict(properties) or dict(MINIMAL_NAMESPACE_PROPERTIES)
+        props = dict(properties or {}) or dict(MINIMAL_NAMESPACE_PROPERTIES)  # None: none given
         with translate_errors():
             self._txn.create_namespace(ns, props)
 
@@ -482,7 +505,7 @@ class TransactionCatalog(MetastoreCatalog):
         children = self._children(ns)
         if children:
             raise ice.NamespaceNotEmptyError(
-                f"namespace {ns} holds namespaces {', '.join(children)}"
+                f"Namespace {ns} is not empty: it holds namespaces {', '.join(children)}"
             )
         with translate_errors():
             self._txn.drop_namespace(ns)
@@ -526,10 +549,16 @@ class TransactionCatalog(MetastoreCatalog):
         updates: Properties = EMPTY_DICT,
     ) -> PropertiesUpdateSummary:
         ns = names.namespace_name(namespace)
+        updates = dict(updates or {})  # None: nothing to set
         current = self.load_namespace_properties(namespace)
         summary, _ = self._get_updated_props_and_update_summary(current, removals, updates)
         with translate_errors():
-            self._txn.alter_namespace(ns, set=dict(updates), unset=sorted(removals or ()))
+            if self._txn.namespace_exists(ns):
+                self._txn.alter_namespace(ns, set=updates, unset=sorted(removals or ()))
+            elif updates:
+                # An implicit namespace (the parent of one that exists, §3):
+                # setting a property creates it, as SqlCatalog stores one.
+                self._txn.create_namespace(ns, updates)
         return summary
 
     # --- tables ---------------------------------------------------------------------
@@ -633,6 +662,19 @@ class TransactionCatalog(MetastoreCatalog):
         with translate_errors():
             self._txn.create_table(namespace, name, staged.metadata_location)
         return self._table(staged.name(), staged.metadata_location, staged.metadata)
+
+    def create_table_if_not_exists(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> Table:
+        return create_if_not_exists(
+            self, identifier, schema, location, partition_spec, sort_order, properties
+        )
 
     def create_table_transaction(
         self,
@@ -863,6 +905,11 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> View:
         """Create a view; its schema and version ids are assigned as Iceberg
         assigns them (spec/iceberg.md §6), whatever the request proposes."""
+        if not isinstance(view_version, ViewVersion):
+            raise ValueError(
+                f"view_version must be a pyiceberg.view.metadata.ViewVersion, "
+                f"not {type(view_version).__name__}"
+            )
         namespace, name = names.table_name(identifier)
         self._require_namespace(namespace)
         if self._txn.view_exists(namespace, name):
