@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -250,6 +251,7 @@ def rollback_to(
     """
     with _pinned(store, version) as pin:
         source = store.load_root(version)
+        _check_restorable(store, source, store.load_latest())
         action = apb.Action(type=A.CATALOG_ROLLBACK, object_key="")
         encoded = [("", action.SerializeToString(deterministic=True))]
         for _ in range(max_attempts):
@@ -275,6 +277,39 @@ def rollback_to(
                 if exc.rule != "version-taken":
                     raise
     raise CommitConflictError("rollback lost the race too often", rule="retries-exhausted")
+
+
+def _check_restorable(store: CatalogStore, source: Root, latest: Root) -> None:
+    """Raise unless every file of ``source``'s tree that ``latest``'s does
+    not share is there: its nodes (read) and definition files. The floor
+    says which versions are kept; when ``vn/oldest`` was lost (read as 0) a
+    root kept whole below the real floor still loads, but expiration deleted
+    part of its tree, and publishing it would make the latest version
+    unreadable (spec/transactions.md §8.3).
+
+    Raises:
+        VersionNotFoundError: naming the missing file.
+    """
+    loader = store.load_node
+    try:
+        leaves = tree.unshared_leaves(source.node, latest.node, loader)
+        store.prefetch_nodes([leaf for leaf in leaves if isinstance(leaf, str)])
+        defs: list[str] = []
+        for leaf in leaves:
+            node = loader(leaf) if isinstance(leaf, str) else leaf
+            defs += [v.path for v in node.values if isinstance(v, DefRef)]
+        found = store.storage.read_many(defs, heads=defs) if defs else []
+        for path, there in zip(defs, found, strict=True):
+            if isinstance(there, StorageFileNotFoundError):
+                raise MissingFileError(f"definition file {path} is missing")
+            if isinstance(there, Exception):
+                raise there
+    except MissingFileError as exc:
+        raise VersionNotFoundError(
+            f"version {source.version} cannot be restored: a file its tree needs is gone "
+            f"({exc}); it was expired (if {layout.OLDEST_FLOOR} says otherwise, that file "
+            f"is damaged)"
+        ) from None
 
 
 # --- pins ---------------------------------------------------------------------------
@@ -584,6 +619,13 @@ def export_snapshot(
     if store.storage.exists(f"{EXPORT_DIR}/{name}.json"):
         raise ExportAlreadyExistsError(f"an export named {name!r} already exists")
     target = open_storage(target_uri, storage_options)
+    if _nested(target, store.storage):
+        # Inside the source, its files would read as the source's records
+        # (pins, exports) or orphans; holding it, the source's as the export's.
+        raise InvalidArgumentError(
+            f"target_uri {target_uri!r} ({target.location}) lies inside the catalog exported "
+            f"({store.storage.location}) or holds it; export to a folder of its own"
+        )
     if target.list(layout.VERSION_DIR):
         raise CatalogAlreadyExistsError(f"a catalog already exists at {target.location}")
     record = _ExportRecord(store.storage, name, target.location, mode)
@@ -608,6 +650,21 @@ def export_snapshot(
             store.storage.delete(record.path)
         raise
     return latest.version
+
+
+def _nested(a: Storage, b: Storage) -> bool:
+    """Whether one of two storages lies inside the other (or both are one):
+    the same kind of location, one a prefix of the other segment by segment
+    (local folders compared with symbolic links resolved)."""
+
+    def key(storage: Storage) -> str:
+        location = storage.location
+        if "://" not in location:  # a local folder
+            location = os.path.realpath(location)
+        return location.rstrip("/") + "/"
+
+    ka, kb = key(a), key(b)
+    return ka.startswith(kb) or kb.startswith(ka)
 
 
 def _copy_export(

@@ -405,6 +405,15 @@ def _leaves(root: Node, loader: Loader, skip: frozenset[str]) -> tuple[list[str 
     return leaves, seen
 
 
+def unshared_leaves(a: Node, b: Node, loader: Loader) -> list[str | Node]:
+    """The leaves of tree ``a`` that tree ``b`` does not reach by the same
+    path (paths, or nodes not written yet), after reading every internal node
+    of both trees that is not shared; leaves themselves are not read."""
+    _, paths_b = _leaves(b, loader, frozenset())
+    only_a, _ = _leaves(a, loader, frozenset(paths_b))
+    return only_a
+
+
 def diff(a: Node, b: Node, loader: Loader) -> Iterator[tuple[str, Value | None, Value | None]]:
     """``(key, value in a, value in b)`` for every key whose value differs
     between the trees ``a`` and ``b`` (None: absent), in key order.

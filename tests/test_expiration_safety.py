@@ -797,3 +797,40 @@ def test_an_export_failing_at_its_storage_calls_leaves_the_source_intact(tmp_pat
         store = MemoryFileSystem.store
         for key in [key for key in tuple(store) if tag in key]:
             store.pop(key, None)
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "garbage"])
+def test_a_rollback_never_publishes_a_tree_expiration_took_apart(tmp_path, damage):
+    """With ``vn/oldest`` lost (read as floor 0), a root below the real floor
+    that expiration kept whole (it carries inline nodes of kept trees) still
+    loads, but nodes of its tree were deleted: a rollback to it must refuse
+    and publish nothing, or the latest version would be unreadable."""
+    cat = olympia.create_catalog(str(tmp_path / "c"), node_order=8)
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    with cat.transaction() as t:  # version 2: a tree of node files and inline nodes
+        for i in range(300):
+            t.create_table("ns", f"big{i:04d}", metadata_location=f"s3://x/big{i}")
+    for i in range(5):  # versions 3..7 rewrite part of it
+        with cat.transaction() as t:
+            t.update_table("ns", f"big{i * 60:04d}", metadata_location=f"s3://x/new{i}")
+    assert (
+        cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True).oldest_version
+        == 6
+    )
+    floor = tmp_path / "c" / "vn" / "oldest"
+    if damage == "missing":
+        floor.unlink()
+    else:
+        floor.write_bytes(b"" if damage == "empty" else b"\x00garbage")
+    damaged = olympia.load_catalog(str(tmp_path / "c"))
+    assert damaged.oldest_version == 0
+    before = damaged.version
+    with pytest.raises(VersionNotFoundError, match="version 2 cannot be restored: .* is missing"):
+        damaged.rollback_to(2)
+    again = olympia.load_catalog(str(tmp_path / "c"))
+    assert again.version == before
+    assert len(again.latest().list_tables("ns")) == 300
+    # A kept version is restored as before.
+    assert again.rollback_to(6) == before + 1
+    assert again.latest().describe_table("ns", "big0000").metadata_location == "s3://x/new0"

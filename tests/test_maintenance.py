@@ -93,6 +93,32 @@ def test_export(cat, tmp_path, mode):
         cat.export_snapshot("bad", str(tmp_path / "bad"), mode="partial")
 
 
+def test_an_export_inside_the_catalog_or_holding_it_is_refused(tmp_path):
+    """An export under the source's pins/ or exports/ read as unreadable
+    records (every expiration of the source failed), under node/ or vn/ as
+    the source's orphans; one holding the source would take the source's
+    files for its own. Refused before anything is written."""
+    source = tmp_path / "lake" / "cat"
+    cat = olympia.create_catalog(str(source))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    (tmp_path / "link").symlink_to(source)
+    for target in (
+        source / "pins" / "backup",
+        source / "exports" / "backup",
+        source / "node" / "x",
+        tmp_path / "link" / "vn" / "x",  # the same folder through a symbolic link
+        tmp_path / "lake",
+        f"file://{source}/def/x",
+    ):
+        with pytest.raises(InvalidArgumentError, match="target_uri .* lies inside"):
+            cat.export_snapshot("e", str(target))
+    assert not (source / "pins").exists() and not (tmp_path / "lake" / "vn").exists()
+    assert not any((source / "node").glob("x*"))
+    assert cat.fsck().ok and cat.export_snapshot("e", str(tmp_path / "beside")) == cat.version
+    assert cat.expire_versions(keep_last=1).oldest_version <= cat.version
+
+
 def test_full_export_carries_open_distributed_transactions(cat, tmp_path):
     """The transaction's id comes from its key (spec/format.md §5): its state
     files under dtxn/<id>/ are copied, so it can be resumed in the copy, and

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import olympia
+from olympia import layout
 from olympia.errors import (
     InvalidPathError,
     OlympiaError,
@@ -151,6 +152,43 @@ def test_folder_is_not_a_file(storage: Storage) -> None:
         storage.read("ns/t")
     storage.delete("ns/t")  # no file there: nothing happens
     assert storage.read("ns/t/f") == b"x"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "dangling"])
+def test_a_local_name_that_is_no_regular_file_is_an_error_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    """A FIFO (open() would wait for a writer forever), a link to a device
+    (/dev/zero never ends) or a symbolic link to nothing at a catalog file's
+    name: reads and puts fail at once with StorageError naming the file,
+    and a put is never taken for a lost race (which a commit retries)."""
+    storage = LocalStorage(str(tmp_path / "c"))
+    storage.put_if_absent("vn/a", b"x")
+    bad = tmp_path / "c" / "vn" / "b"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "device":
+        os.symlink("/dev/zero", bad)
+    else:
+        os.symlink(tmp_path / "nowhere", bad)
+    for call in (lambda: storage.read("vn/b"), lambda: storage.put_if_absent("vn/b", b"y")):
+        with pytest.raises(StorageError, match="'vn/b'") as caught:
+            call()
+        assert not isinstance(caught.value, StorageFileExistsError | StorageFileNotFoundError)
+    assert storage.read("vn/a") == b"x"
+
+
+def test_a_catalog_whose_next_root_name_is_taken_by_no_file_says_so(tmp_path: Path) -> None:
+    """A symbolic link to nothing at the next version's root name: a commit
+    fails at once naming it, rather than losing 100 races in a row."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    os.symlink(tmp_path / "nowhere", tmp_path / "c" / layout.root_path(cat.version + 1))
+    started = time.monotonic()
+    with pytest.raises(StorageError, match="symbolic link to nothing"), cat.transaction() as t:
+        t.create_namespace("other")
+    assert time.monotonic() - started < 10
 
 
 def test_second_instance_sees_same_files(location: Location) -> None:

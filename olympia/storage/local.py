@@ -55,6 +55,15 @@ PUBLISH_LOCK = f"{TMP_DIR}/locks/publish"
 # Errors that mean "there is no file at this path": the path is missing, a
 # parent is a file, or the path is a folder.
 _NOT_A_FILE = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+#: Opening for a read never blocks (a FIFO with no writer) nor makes a
+#: terminal the controlling one.
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 # errno values with which link() says "this file system has no hard links".
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS}
@@ -130,12 +139,31 @@ class LocalStorage(Storage):
         return tmp
 
     def _read_existing(self, full: str) -> bytes | None:
-        """Content of ``full``, or ``None`` if it is not a regular file."""
+        """Content of ``full``, or ``None`` when nothing is there (missing,
+        or a folder).
+
+        Raises:
+            OSError: a FIFO, device or socket at the name (opened without
+                blocking and never read: a FIFO would wait for a writer
+                forever, ``/dev/zero`` never ends), or a symbolic link to
+                nothing (a name that exists, which a put cannot take).
+        """
         try:
-            with open(full, "rb") as f:
-                return f.read()
+            fd = os.open(full, _READ_FLAGS)
         except _NOT_A_FILE:
+            if os.path.islink(full):
+                raise OSError(errno.ENOENT, "a symbolic link to nothing is at its name") from None
             return None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                return None
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
 
     # --- Storage ---------------------------------------------------------------
 
