@@ -87,6 +87,30 @@ def warehouse_path(served: Served) -> Path:
     return Path(served.warehouse.removeprefix("file://"))
 
 
+def stage_snapshot(
+    served: Served, path: str, snapshot: dict[str, Any], base: str
+) -> requests.Response:
+    """Stage ``snapshot`` (a snapshot's JSON) on the table at ``path`` in the
+    ``/txn`` transaction at ``base``, as the head of its main branch."""
+    identifier = path.split("/")
+    return post(
+        served,
+        path,
+        change(
+            identifier[1],
+            identifier[3],
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": snapshot["snapshot-id"],
+            },
+        ),
+        base,
+    )
+
+
 def files_of(table: Any) -> set[str]:
     root = Path(table.metadata.location.removeprefix("file://"))
     return {str(root / f) for f in files_under(root)}
@@ -201,22 +225,7 @@ def test_a_rollback_deletes_nothing_another_table_holds(served: Served):
     snapshot["snapshot-id"] = 4242
     snapshot["parent-snapshot-id"] = b.metadata.current_snapshot_id
     snapshot["sequence-number"] = b.metadata.last_sequence_number + 1
-    staged = post(
-        served,
-        "namespaces/rb/tables/b",
-        change(
-            "rb",
-            "b",
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {
-                "action": "set-snapshot-ref",
-                "ref-name": "main",
-                "type": "branch",
-                "snapshot-id": 4242,
-            },
-        ),
-        base,
-    )
+    staged = stage_snapshot(served, "namespaces/rb/tables/b", snapshot, base)
     assert staged.status_code == 200, staged.text
     assert requests.post(f"{base}/rollback", timeout=30).status_code == 204
     assert files_of(a) == before
@@ -374,22 +383,7 @@ def test_a_rebase_deletes_no_committed_file_a_staged_snapshot_named(served: Serv
     snapshot["snapshot-id"] = 5151
     snapshot["parent-snapshot-id"] = a.metadata.current_snapshot_id
     snapshot["sequence-number"] = a.metadata.last_sequence_number + 1
-    staged = post(
-        served,
-        f"namespaces/{table}/tables/a",
-        change(
-            table,
-            "a",
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {
-                "action": "set-snapshot-ref",
-                "ref-name": "main",
-                "type": "branch",
-                "snapshot-id": 5151,
-            },
-        ),
-        base,
-    )
+    staged = stage_snapshot(served, f"namespaces/{table}/tables/a", snapshot, base)
     assert staged.status_code == 200, staged.text
     served.client().load_table((table, "a")).append(rows([2]))  # a concurrent commit
     # PyIceberg caches manifests by path with the fields of the list it read
@@ -432,22 +426,7 @@ def test_a_rebase_deletes_no_file_only_an_older_catalog_version_reads(served: Se
     snapshot["snapshot-id"] = 6161
     snapshot["parent-snapshot-id"] = a.metadata.current_snapshot_id
     snapshot["sequence-number"] = a.metadata.last_sequence_number + 1
-    staged = post(
-        served,
-        "namespaces/rbx/tables/a",
-        change(
-            "rbx",
-            "a",
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {
-                "action": "set-snapshot-ref",
-                "ref-name": "main",
-                "type": "branch",
-                "snapshot-id": 6161,
-            },
-        ),
-        base,
-    )
+    staged = stage_snapshot(served, "namespaces/rbx/tables/a", snapshot, base)
     assert staged.status_code == 200, staged.text
     client.load_table(("rbx", "a")).append(rows([2]))  # a concurrent commit: the commit rebases
     done = requests.post(f"{base}/commit", json={}, timeout=30)
