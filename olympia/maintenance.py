@@ -1312,9 +1312,15 @@ def check_files(store: CatalogStore) -> FileCheck:
         if v < floor and size == len(layout.EXPIRED_ROOT):
             needed.add(layout.root_path(v))
     kept_versions = set(range(floor, kept.latest + 1)) | kept.pinned
-    # A kept root that cannot be read may reach any node, action or
-    # definition file: while one is missing or damaged, none is an orphan.
-    unread = len(kept.roots) < kept.latest + 1 - floor
+    # A kept root, a node of a kept tree or a pin record that cannot be read
+    # may reach any node, action or definition file (what only it names is
+    # live): while one is missing or damaged, none of those is an orphan.
+    reaching = (f"{layout.VERSION_DIR}/", f"{layout.NODE_DIR}/", f"{PIN_DIR}/", f"{EXPORT_DIR}/")
+    unread = (
+        len(kept.roots) < kept.latest + 1 - floor
+        or any(path.startswith(reaching) for path in kept.missing)
+        or any(problem.startswith(reaching) for problem in damaged)
+    )
     orphans: list[str] = []
     for folder in (
         layout.VERSION_DIR,

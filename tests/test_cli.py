@@ -500,3 +500,92 @@ def test_serve_refuses_an_allowed_location_no_file_io_can_write(tmp_path: Path) 
     assert res.returncode == 2
     assert "ftp://host/data" in res.stderr and "'ftp'" in res.stderr
     assert "Traceback" not in res.stderr and "Uvicorn running" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--allowed-location", ""), "a location is empty"),
+        (("--allowed-location", "  "), "a location is empty"),
+        (("--transaction-idle-seconds", "-5"), "finite number above 0"),
+        (("--transaction-idle-seconds", "nan"), "finite number above 0"),
+        (("--transaction-idle-seconds", "0"), "finite number above 0"),
+    ],
+)
+def test_serve_refuses_settings_that_would_misbehave(
+    tmp_path: Path, flags: tuple[str, ...], message: str
+) -> None:
+    """An empty --allowed-location (an unset shell variable) named the
+    working folder; a negative idle time rolled back every /txn transaction
+    before its first use, and nan never rolled any back."""
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    res = run("serve", "--port", "8198", *flags, warehouse=uri)
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr and "Uvicorn running" not in res.stderr
+
+
+def test_serve_says_when_it_cannot_listen(tmp_path: Path) -> None:
+    import socket
+
+    uri = str(tmp_path / "lake")
+    assert run("init", warehouse=uri).returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        res = run("serve", "--port", port, warehouse=uri)
+    assert res.returncode == 2, res.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in res.stderr
+    res = run("serve", "--host", "nosuchhost.invalid", "--port", "8199", warehouse=uri)
+    assert res.returncode == 2 and "cannot listen on nosuchhost.invalid:8199" in res.stderr
+    assert "ERROR:" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_commands_refuse_catalogs_that_end_with_the_command(lake: str) -> None:
+    """Each command is a process of its own: a memory:// catalog or export
+    target would be gone when it returns (an export 'succeeded' and its
+    record pinned a version for good)."""
+    for args in (
+        ("init", "-w", "memory://x"),
+        ("ls", "-w", "memory://x"),
+        ("export", "e", "memory://b"),
+    ):
+        res = run(*args, warehouse=lake)
+        assert res.returncode == 2, (args, res.stderr)
+        assert "is in memory: it would be gone when this command exits" in res.stderr
+    assert olympia.load_catalog(lake).store.storage.exists("exports/e.json") is False
+
+
+def test_graph_never_writes_into_the_catalog_and_starts_at_the_oldest_kept(
+    lake: str, tmp_path: Path
+) -> None:
+    roots = sorted((Path(lake) / "vn").iterdir())
+    first = roots[0].read_bytes()
+    res = run("graph", "--svg", str(roots[0]), warehouse=lake)
+    assert res.returncode == 2 and "lies inside the catalog" in res.stderr
+    assert roots[0].read_bytes() == first
+    cat = olympia.load_catalog(lake)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+    picture = tmp_path / "g.svg"
+    res = run("graph", "--svg", str(picture), warehouse=lake)
+    assert res.returncode == 0, res.stderr
+    assert "<svg" in picture.read_text()
+
+
+def test_options_given_before_a_txn_action_count(lake: str) -> None:
+    for args in (("txn", "-w", lake, "--json", "list"), ("txn", "list", "-w", lake, "--json")):
+        res = run(*args)
+        assert res.returncode == 0, (args, res.stderr)
+        assert json.loads(res.stdout) == []
+
+
+def test_a_storage_failure_while_writing_exits_3(tmp_path: Path) -> None:
+    """Writing a catalog where a file is (init), as when a folder cannot be
+    written: a storage failure (3), not a conflict (1)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = run("init", warehouse=str(afile))
+    assert res.returncode == 3, res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr

@@ -335,3 +335,36 @@ def test_stale_commit_that_still_holds_the_expired_roots_is_checked_against_them
     for v in (0, 1, 2):
         assert fresh.store.storage.read(layout.root_path(v)) == layout.EXPIRED_ROOT
     assert fresh.fsck().clean
+
+
+def test_fsck_calls_nothing_an_orphan_below_a_missing_node(tmp_path):
+    """A child that only a missing internal node names is live: fsck lists
+    the missing node and no orphan (whoever deleted the orphans it lists
+    would delete that child)."""
+    root = tmp_path / "c"
+    cat = olympia.create_catalog(str(root), node_order=4)
+    for j in range(4):
+        with cat.transaction() as t:
+            if j == 0:
+                t.create_namespace("ns")
+            for i in range(60):
+                t.create_table("ns", f"t{j}_{i}", "s3://b/" + "x" * 300 + f"{j}_{i}.json")
+    check = cat.fsck()
+    assert check.ok and not check.orphans
+    nodes = sorted(p.name for p in (root / "node").iterdir())
+    parent, children = next(
+        (n, kids)
+        for n in nodes
+        if (
+            kids := [
+                m
+                for m in nodes
+                if m != n and m.split("-")[1][:32].encode() in (root / "node" / n).read_bytes()
+            ]
+        )
+    )
+    (root / "node" / parent).unlink()
+    check = olympia.load_catalog(str(root)).fsck()
+    assert check.missing == (f"node/{parent}",)
+    assert check.orphans == ()
+    assert all((root / "node" / child).exists() for child in children)

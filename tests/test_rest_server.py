@@ -332,6 +332,16 @@ def test_bad_input_gets_400_with_error_model(served: Served) -> None:
         timeout=10,
     )
     assert bad_update.status_code == 400
+    requests.post(served.url("namespaces"), json={"namespace": ["dup", "child"]}, timeout=10)
+    for target in ("dup", "dup.child"):  # an implicit namespace, then one of its own
+        twice = requests.post(
+            served.url(f"namespaces/{target}/properties"),
+            json={"removals": ["k", "k"], "updates": {"owner": "x"}},
+            timeout=10,
+        )
+        assert twice.status_code == 400, twice.text
+        assert "['k'] more than once" in str(error_of(twice)["message"])
+    assert "owner" not in served.client().load_namespace_properties("dup.child")
     unknown = requests.get(f"{served.uri}/v1/{PREFIX}/nothing/here", timeout=10)
     assert unknown.status_code == 404
     error_of(unknown)

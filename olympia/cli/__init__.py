@@ -60,9 +60,13 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def _common_options() -> Parser:
-    """The options every command takes."""
+def _common_options(nested: bool = False) -> Parser:
+    """The options every command takes; ``nested``: for the parser of an
+    action below a command (``olympia txn list``), whose options given there
+    add to those given before the action rather than resetting them."""
     common = Parser(add_help=False)
+    if nested:  # an option not given after the action keeps its value from before it
+        common.argument_default = argparse.SUPPRESS
     common.add_argument(
         "--warehouse",
         "-w",
@@ -109,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    common = _common_options()
+    common, nested = _common_options(), _common_options(nested=True)
     for command in COMMANDS:
         p = sub.add_parser(
             command.name,
@@ -120,8 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(fn=command.run)
-        command.arguments(p, common)
+        command.arguments(p, nested)
     return parser
+
+
+def _storage_failed(exc: BaseException) -> bool:
+    """Whether a StorageError caused ``exc`` (directly or further down)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, StorageError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _one_line(message: str) -> str:
@@ -174,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CorruptCatalogError, StorageError) as exc:
         _fail(out, EXIT_DAMAGED, str(exc))
     except OlympiaError as exc:
-        _fail(out, EXIT_PROBLEM, str(exc))
+        # A commit that failed because storage did (a folder not writable)
+        # is a storage failure, not a conflict.
+        _fail(out, EXIT_DAMAGED if _storage_failed(exc) else EXIT_PROBLEM, str(exc))
     except KeyboardInterrupt:
         _fail(None, 130, "interrupted")
 

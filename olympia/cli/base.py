@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -109,11 +110,30 @@ def iso_time(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def warehouse_uri(args: argparse.Namespace) -> str:
+def warehouse_uri(args: argparse.Namespace, *, this_process_only: bool = False) -> str:
+    """The catalog a command works on; with ``this_process_only`` (``serve``)
+    it may be one that lives as long as the process (``memory://``)."""
     uri = args.warehouse or os.environ.get(ENV_WAREHOUSE)
     if not uri:
         raise CliError(f"no catalog given: pass --warehouse URI or set {ENV_WAREHOUSE}")
+    if not this_process_only:
+        lasting_uri(str(uri), "the catalog")
     return str(uri)
+
+
+def lasting_uri(uri: str, what: str) -> str:
+    """``uri``, unless it names storage that ends with the process.
+
+    Raises:
+        CliError: a ``memory://`` URI (each command is a process of its own:
+            what it wrote there would be gone when it returns).
+    """
+    if uri.strip().lower().startswith("memory:"):
+        raise CliError(
+            f"{what} {uri!r} is in memory: it would be gone when this command exits "
+            f"(give a folder or an s3:// URI)"
+        )
+    return uri
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -222,7 +242,25 @@ def iceberg_layer(
 
 def absolute_location(location: str) -> str:
     """A relative folder as an absolute path (the server hands table
-    locations to clients, which must not depend on its working folder)."""
+    locations to clients, which must not depend on its working folder).
+
+    Raises:
+        CliError: ``location`` is empty or white space (an unset shell
+            variable: it would name the working folder).
+    """
+    if not location.strip():
+        raise CliError(f"a location is empty ({location!r}): give a folder or a URI")
     if "://" in location or os.path.isabs(location):
         return location
     return os.path.abspath(location)
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds above 0, for argparse (a usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number above 0, got {text}")
+    return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -165,7 +166,16 @@ def cmd_graph(args: argparse.Namespace, out: Out) -> int:
     cat = open_catalog(args)
     latest = cat.version
     to_version = latest if args.to_version is None else args.to_version
-    from_version = max(to_version - 1, 0) if args.from_version is None else args.from_version
+    if args.from_version is None:  # the version before, or the oldest kept
+        from_version = max(to_version - 1, min(cat.oldest_version, to_version))
+    else:
+        from_version = args.from_version
+    location = cat.store.storage.location
+    if "://" not in location and _inside(args.svg, location):
+        raise CliError(
+            f"--svg {args.svg} lies inside the catalog at {location}: writing it there would "
+            f"replace or add one of the catalog's files"
+        )
     with out.status("drawing"):
         svg = catalog_svg(cat, from_version, to_version, max_versions=args.versions)
     try:
@@ -181,6 +191,12 @@ def cmd_graph(args: argparse.Namespace, out: Out) -> int:
         ),
     )
     return EXIT_OK
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether local ``path`` lies inside ``folder`` (symbolic links resolved)."""
+    inner, outer = os.path.realpath(path), os.path.realpath(folder)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 def _log_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

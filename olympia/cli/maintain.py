@@ -16,6 +16,7 @@ from olympia.cli.base import (
     Command,
     Out,
     iceberg_layer,
+    lasting_uri,
     nonnegative_int,
     open_catalog,
     parse_time,
@@ -92,6 +93,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     if args.target is None:
         raise CliError("export needs a NAME and a TARGET catalog URI")
+    lasting_uri(args.target, "the export's target")
     with out.status(f"exporting to {args.target}"):
         version = cat.export_snapshot(args.name, args.target, mode=args.mode)
     out.emit(

@@ -13,6 +13,7 @@ from olympia.cli.base import (
     nonnegative_mib,
     port_number,
     positive_int,
+    positive_seconds,
     storage_options,
     warehouse_uri,
 )
@@ -33,7 +34,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         raise CliError(str(exc)) from None
     from olympia.iceberg.catalog import catalog_properties
 
-    warehouse = absolute_location(warehouse_uri(args))
+    warehouse = absolute_location(warehouse_uri(args, this_process_only=True))
     try:
         serve(
             warehouse,
@@ -80,7 +81,7 @@ def _serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     )
     p.add_argument(
         "--transaction-idle-seconds",
-        type=float,
+        type=positive_seconds,
         default=900.0,
         metavar="S",
         help="roll back a /txn transaction idle this long (default 900)",

@@ -154,7 +154,12 @@ def serve(
     max_open_transactions: int = DEFAULT_MAX_OPEN,
 ) -> None:
     """Serve the olympia catalog at ``warehouse`` until interrupted;
-    ``properties``: more catalog properties, such as PyIceberg's ``s3.*``."""
+    ``properties``: more catalog properties, such as PyIceberg's ``s3.*``.
+
+    Raises:
+        ValueError: a setting is refused, or ``host``:``port`` cannot be
+            listened on (in use, a host that does not resolve).
+    """
     catalog = open_catalog(
         warehouse,
         properties,
@@ -169,4 +174,17 @@ def serve(
         transaction_idle_seconds=transaction_idle_seconds,
         max_open_transactions=max_open_transactions,
     )
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # Bound here, so that a port in use or a host that does not resolve is
+    # an error naming them (uvicorn would log its own and exit 3).
+    try:
+        family, _, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, socket.SOCK_STREAM, proto)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])

@@ -11,6 +11,7 @@ writes the others made.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -169,6 +170,17 @@ class OpenTransactions:
         max_open: int = DEFAULT_MAX_OPEN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if (
+            isinstance(idle_seconds, bool)
+            or not isinstance(idle_seconds, int | float)
+            or not math.isfinite(idle_seconds)
+            or idle_seconds <= 0
+        ):
+            raise ValueError(
+                f"transaction_idle_seconds must be a finite number above 0, got {idle_seconds!r}"
+            )
+        if isinstance(max_open, bool) or not isinstance(max_open, int) or max_open < 1:
+            raise ValueError(f"max_open_transactions must be a whole number >= 1, got {max_open!r}")
         self.catalog = catalog
         self.idle_seconds = idle_seconds
         self.max_open = max_open

@@ -231,8 +231,8 @@ class LocalStorage(Storage):
                 if exc.errno in _NO_LINKS:
                     raise StorageError(
                         f"cannot put_if_absent {path!r} in {self.location}: the file "
-                        f"system does not support hard links, which atomic "
-                        f"put-if-absent needs ({exc})"
+                        f"system refused a hard link, which atomic put-if-absent needs "
+                        f"(it has none, or the folder may not be changed: {exc})"
                     ) from exc
                 raise
             else:

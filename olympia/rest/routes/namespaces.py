@@ -4,9 +4,11 @@ and the system namespaces ``sys.dtxns.<id>`` of distributed transactions
 
 from __future__ import annotations
 
+from collections import Counter
+
 from fastapi import Depends, Query, Response
 
-from olympia.rest.errors import RestError, not_found
+from olympia.rest.errors import RestError, bad_request, not_found
 from olympia.rest.models import CreateNamespaceRequest, UpdateNamespacePropertiesRequest
 from olympia.rest.responses import json_response
 from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, new_router, one_page
@@ -97,6 +99,9 @@ def update_properties(
     namespace: str, request: UpdateNamespacePropertiesRequest, s: Scope = Depends(resolve)
 ) -> Response:
     levels = parse_namespace(namespace)
+    repeated = sorted(k for k, n in Counter(request.removals).items() if n > 1)
+    if repeated:  # the specification's removals are unique items
+        raise bad_request(f"removals name {repeated} more than once")
     both = sorted(set(request.removals) & set(request.updates))
     if both:
         raise RestError(
