@@ -18,6 +18,7 @@ import pytest
 import olympia
 from olympia import cli
 from olympia.storage.options import pyiceberg_properties, s3fs_options
+from olympia.storage.s3 import S3Storage
 
 pytest.importorskip("s3fs")
 
@@ -226,6 +227,33 @@ def test_bad_values_are_refused(moto_server: Any) -> None:
         s3fs_options({"s3.force-virtual-addressing": "true", "s3.path-style-access": "true"})
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"endpoint_url": 5}, r"'endpoint_url' must be non-empty text"),
+        ({"key": 1}, r"'key' must be non-empty text"),
+        ({"secret": b"x"}, r"'secret' must be non-empty text"),
+        ({"client_kwargs": "x"}, r"'client_kwargs' must be a mapping"),
+        ({"config_kwargs": ["x"]}, r"'config_kwargs' must be a mapping"),
+        ({"config_kwargs": {"bogus": 1}}, r"'config_kwargs' holds \['bogus'\]"),
+    ],
+)
+def test_s3fs_names_of_the_wrong_kind_are_refused_before_any_request(
+    options: dict[str, Any], message: str, tmp_path: Path, moto_server: Any
+) -> None:
+    """Given under s3fs's own names, a value of the wrong kind used to reach
+    s3fs and fail at the first request without naming the option (or to be
+    ignored by a local catalog)."""
+    with pytest.raises(olympia.InvalidArgumentError, match=message):
+        s3fs_options(options)
+    for uri in (moto_server.location("kind")[0], str(tmp_path / "local")):
+        with pytest.raises(olympia.InvalidArgumentError, match=message):
+            olympia.create_catalog(uri, {**moto_server.storage_options, **options})
+    assert s3fs_options({"config_kwargs": {"read_timeout": 3}}) == {
+        "config_kwargs": {"read_timeout": 3}
+    }
+
+
 # --- the mapping itself --------------------------------------------------------------
 
 
@@ -294,3 +322,46 @@ def test_pyiceberg_properties_is_the_inverse() -> None:
     assert s3fs_options(pyiceberg_properties(fsspec)) == fsspec
     with pytest.raises(olympia.InvalidArgumentError, match=r"'use_ssl' has no PyIceberg property"):
         pyiceberg_properties({"use_ssl": False})
+
+
+def test_an_endpoint_that_never_answers_fails_a_read_after_a_few_attempts() -> None:
+    """An S3 endpoint that takes connections and never answers: each read
+    used to be tried 125 times (s3fs's two retry loops of 5 around
+    botocore's attempts), minutes to hours with the usual timeouts. Now a
+    few (2 x 2 x 3, and the connections botocore opens again on a timeout:
+    16 here), then StorageError naming the file."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(256)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)  # never answered
+
+    threading.Thread(target=accept, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    options = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+        "s3.connect-timeout": "0.2",
+        "s3.request-timeout": "0.2",
+    }
+    try:
+        storage = S3Storage("silent/catalog", options)
+        with pytest.raises(olympia.StorageError, match="vn/latest"):
+            storage.read("vn/latest")
+        assert 1 <= len(held) <= 20
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()

@@ -23,7 +23,10 @@ an ``s3.*`` key that is not one of PyIceberg's (a typo such as
 cannot honour (a request signer, an assumed role), a value that is not the
 number or flag the key needs, and two keys that set one s3fs setting to
 different values (``s3.endpoint`` and ``endpoint_url``, say). When the
-caller knows which names s3fs takes, an unknown plain name is refused too.
+caller knows which names s3fs takes, an unknown plain name is refused too;
+so is text s3fs needs given as something else (``endpoint_url=5``), a
+mapping option given as something else, and a ``config_kwargs`` entry
+botocore's ``Config`` does not take.
 """
 
 from __future__ import annotations
@@ -138,6 +141,11 @@ _FSSPEC_TYPES: dict[str, type] = {
 #: s3fs options that are mappings; their entries are compared one by one.
 _NESTED = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
 
+#: s3fs options whose value is text (an endpoint, credentials, a profile).
+_FSSPEC_TEXT = frozenset(
+    {"endpoint_url", "key", "secret", "token", "username", "password", "profile"}
+)
+
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
@@ -197,6 +205,7 @@ def s3fs_options(
         else:
             if s3fs_names is not None and key not in s3fs_names and key not in FSSPEC_EXTRA_NAMES:
                 raise InvalidArgumentError(_unknown(key, [*s3fs_names, *FSSPEC_EXTRA_NAMES]))
+            _check_kind(key, value)
             for path, leaf in _flatten((key,), value):
                 put(path, _typed(key, path, leaf), _source(path))
     out: dict[str, Any] = {}
@@ -282,6 +291,30 @@ def _flatten(path: Path, value: object) -> Iterator[tuple[Path, object]]:
             yield from _flatten((*path, str(k)), v)
     elif path:
         yield path, value
+
+
+def _check_kind(key: str, value: object) -> None:
+    """Refuse a value of the wrong kind for an s3fs option olympia knows:
+    text for an endpoint or credentials, a mapping for ``client_kwargs``,
+    ``config_kwargs`` and ``s3_additional_kwargs``, and in ``config_kwargs``
+    only what botocore's ``Config`` takes (checked here rather than at the
+    first request, where the error would not name the option)."""
+    if key in _FSSPEC_TEXT and value is not None:
+        _text(key, value)
+    elif key in _NESTED:
+        if not isinstance(value, Mapping):
+            raise InvalidArgumentError(
+                f"storage option {key!r} must be a mapping of settings, got {value!r}"
+            )
+        if key == "config_kwargs":
+            from botocore.config import Config
+
+            unknown = sorted(str(k) for k in value if k not in Config.OPTION_DEFAULTS)
+            if unknown:
+                raise InvalidArgumentError(
+                    f"storage option 'config_kwargs' holds {unknown}, which botocore's Config "
+                    f"does not take"
+                )
 
 
 def _typed(key: str, path: Path, value: object) -> object:

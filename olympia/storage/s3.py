@@ -81,6 +81,11 @@ def _frozen(value: object) -> object:
     return (type(value).__name__, value)
 
 
+#: Attempts of each of s3fs's two nested retry loops around a request (its
+#: default, 5, made 25 of botocore's per read).
+_S3FS_RETRIES = 2
+
+
 class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``.
 
@@ -127,6 +132,12 @@ class S3Storage(Storage):
         # explicit setting wins.
         options["config_kwargs"] = {
             "max_pool_connections": 128,
+            # botocore retries a request (throttling, a dropped connection, a
+            # timeout); s3fs wraps each call in two retry loops of its own, 5
+            # attempts each by default, so an endpoint that never answers took
+            # 125 attempts per read (minutes to hours). s3fs retries once per
+            # loop here, for what botocore does not retry (a body cut short).
+            "retries": {"mode": "standard", "max_attempts": 3},
             **(options.get("config_kwargs") or {}),
         }
         self._options = options
@@ -144,6 +155,7 @@ class S3Storage(Storage):
                     raise StorageError(
                         f"cannot set up S3 access to {self.location}: {exc}"
                     ) from exc
+                fs.retries = _S3FS_RETRIES  # an attribute, not an option
             _SHARED[key] = fs  # the most recently used last
             while len(_SHARED) > _SHARED_MAX:
                 del _SHARED[next(iter(_SHARED))]
