@@ -33,6 +33,7 @@ from olympia.keys import validate_transaction_id
 from olympia.node import ChildRef, DefRef, Node
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
+from olympia.proto import objects_pb2 as pb
 from olympia.storage import Storage, open_storage
 from olympia.storage.local import TMP_DIR
 from olympia.store import (
@@ -952,6 +953,9 @@ def expire_versions(
         except VersionNotFoundError:
             by_time = old_floor
         floor = by_time if keep_last is None else min(floor, by_time)
+    # The transactions distributed since the caller listed them hold the
+    # floor too: read again just before it is written (§6.1).
+    open_transactions = {**open_transactions, **_open_begin_versions(store)}
     floor = min([floor, latest, *open_transactions.values()])
     floor = max(floor, old_floor)
     if floor > old_floor:  # 1. the floor first ...
@@ -1047,6 +1051,24 @@ def expire_versions(
         retention=retention,
         deleted_markers=len(marker_paths),
     )
+
+
+def _open_begin_versions(store: CatalogStore) -> dict[str, int]:
+    """The begin version of every distributed transaction the latest
+    version holds that is within its time to live."""
+    root = store.load_latest()
+    keys = key_codec(root.definition)
+    now = _now_millis()
+    out: dict[str, int] = {}
+    with store.reading(root.version):
+        for key, value in tree.scan(root.node, keys.transactions_prefix(), store.load_node):
+            txn_id = keys.decode(key).parts[0]
+            record = parse(
+                pb.DistributedTransaction, store.read_value(value), f"transaction {txn_id}"
+            )
+            if record.expires_at_millis >= now:
+                out[txn_id] = record.begin_version
+    return out
 
 
 def read_horizon(storage: Storage) -> tuple[int, int] | None:

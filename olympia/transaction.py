@@ -48,6 +48,7 @@ from olympia.errors import (
     InvalidArgumentTypeError,
     OlympiaError,
     TransactionClosedError,
+    TransactionExpiredError,
 )
 from olympia.keys import KeyCodec
 from olympia.ops import Check, PreconditionFailed, apply_write
@@ -604,18 +605,38 @@ class Transaction(CatalogReader):
 
         Raises:
             TransactionClosedError; StorageError, CommitFailedError.
+            TransactionExpiredError: expiration took the begin version (the
+                transaction is rolled back: it could not commit either).
         """
         self._check_open()
         steps = self._steps
         if steps.record is not None:
             return self.id
         if steps.pending_record is None:
+            self._refuse_expired_begin()
             steps.pending_record = new_record(self.id, self.isolation, self._root)
         record = steps.pending_record
         steps.write_first(self._actions, record, self._commit_info)
         _create_object(self._store, self._keys, record)
         steps.record = record
+        # An expiration that did not see the object yet may have raised the
+        # floor past the begin version meanwhile: the id would never resume
+        # (§6.2), so the transaction ends here instead.
+        try:
+            self._refuse_expired_begin()
+        except TransactionExpiredError:
+            with contextlib.suppress(OlympiaError):
+                self.rollback()
+            raise
         return self.id
+
+    def _refuse_expired_begin(self) -> None:
+        floor = self._store.oldest_version()
+        if floor > self.begin_version:
+            raise TransactionExpiredError(
+                f"transaction {self.id} cannot be distributed: its begin version "
+                f"{self.begin_version} was expired (oldest kept: {floor}); begin it again"
+            )
 
     @property
     def distributed(self) -> bool:

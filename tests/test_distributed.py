@@ -144,3 +144,49 @@ def test_distributed_transaction_conflicts_like_any_other(tmp_path):
     assert info.value.rule == "write-write"
     assert cat.latest().describe_table("sales", "a").metadata_location == "m/a2"
     assert cat.list_transactions() == []  # a failed commit cleans its object up
+
+
+def _old_transaction(tmp_path):
+    """A catalog of a few versions and a transaction begun at the first."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("ns")
+    txn = cat.begin()
+    txn.create_table("ns", "late", "s3://x/late.json")
+    for i in range(3):
+        with cat.transaction() as t:
+            t.create_table("ns", f"t{i}", f"s3://x/{i}.json")
+    return cat, txn
+
+
+def test_distribute_refuses_a_transaction_whose_begin_version_was_expired(tmp_path):
+    """The id distribute() returns always resumes (spec/transactions.md
+    §6.2): with its begin version expired it could not, nor commit."""
+    cat, txn = _old_transaction(tmp_path)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+    assert cat.oldest_version > txn.begin_version
+    with pytest.raises(olympia.TransactionExpiredError, match="was expired"):
+        txn.distribute()
+    assert cat.list_transactions() == []
+
+
+def test_an_expiration_keeps_a_transaction_distributed_while_it_runs(tmp_path, monkeypatch):
+    """Distributed after the expiration listed the open transactions, before
+    it wrote the floor: the floor still stays at its begin version, and the
+    id resumes."""
+    from olympia import catalog as catalog_module
+
+    cat, txn = _old_transaction(tmp_path)
+    expire = catalog_module.maintenance.expire_versions
+    ids: list[str] = []
+
+    def distribute_first(*args, **kwargs):
+        ids.append(txn.distribute())  # the open transactions were listed already
+        return expire(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_module.maintenance, "expire_versions", distribute_first)
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+    assert cat.oldest_version <= txn.begin_version
+    resumed = olympia.load_catalog(str(tmp_path / "c")).resume(ids[0])
+    assert resumed.commit() == cat.version
+    assert cat.latest().table_exists("ns", "late")
