@@ -18,6 +18,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
+import olympia
 from olympia.iceberg import CommitConflictException, IcebergTransaction, OlympiaCatalog
 from olympia.proto.actions_pb2 import ActionType
 
@@ -362,7 +363,17 @@ def test_merge_hook_rebases_the_changed_tables(
     calls: list[tuple[str, int | None, int]] = []
 
     def fake_rebase(
-        io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None
+        io,
+        table,
+        base,
+        commits,
+        theirs,
+        *,
+        isolation,
+        scans=(),
+        reads=None,
+        version=None,
+        **_,
     ):  # type: ignore[no-untyped-def]
         calls.append((table, version, len(commits)))
         metadata = theirs
@@ -413,7 +424,7 @@ def test_two_processes_appending_to_one_table(lake: tuple[OlympiaCatalog, Path])
 
 
 def _apply_on_theirs(
-    io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None
+    io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None, **_
 ):  # type: ignore[no-untyped-def]
     """A stand-in for rebase.rebase_table: the staged updates applied on theirs."""
     from pyiceberg.table.update import update_table_metadata
@@ -451,7 +462,7 @@ def test_core_hook_refusal_publishes_nothing_and_cleans_up(
 ) -> None:
     from olympia.iceberg import rebase
 
-    def refuse(io, table, base, commits, theirs, *, isolation, scans=(), reads=None, version=None):  # type: ignore[no-untyped-def]
+    def refuse(io, table, base, commits, theirs, *, isolation, version=None, **_):  # type: ignore[no-untyped-def]
         raise CommitConflictException(
             f"{table}: refused", table=table, version=version, rule="removed-file-gone"
         )
@@ -569,3 +580,65 @@ def test_a_location_provider_named_by_a_table_property_is_refused(
         {"write.object-storage.enabled": "true"}
     ).commit_transaction()
     assert cat.load_table("ns.p").properties["write.object-storage.enabled"] == "true"
+
+
+def test_a_rebased_transaction_logs_the_metadata_it_follows(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    """The metadata a rebased transaction writes follows the concurrent
+    commit's file: that file is in its metadata log (it used to be skipped,
+    left reachable from nothing but the catalog version that holds it)."""
+    cat, root = lake
+    tx = cat.transaction()  # type: ignore[attr-defined]
+    tx.load_table("ns.a").append(rows([5]))
+    other = olympia_catalog(f"file://{root}")
+    other.load_table("ns.a").append(rows([6]))
+    theirs = other.load_table("ns.a").metadata_location
+    tx.commit()
+    table = cat.load_table("ns.a")
+    assert sorted(ids_of(table)) == [1, 5, 6]
+    logged = [entry.metadata_file for entry in table.metadata.metadata_log]
+    assert logged[-1] == theirs
+    assert len(logged) == len(set(logged))
+
+
+@pytest.mark.parametrize("ending", ["commit", "rollback"])
+def test_a_table_of_an_ended_transaction_writes_nothing(
+    lake: tuple[OlympiaCatalog, Path], ending: str
+) -> None:
+    """A table loaded through a transaction and used after it ended: a
+    TransactionClosedError, and no data file, manifest or list left behind
+    (after a rollback it used to fail with pyarrow's FileNotFoundError for
+    the staged manifest list the rollback deleted)."""
+    cat, root = lake
+    tx = cat.transaction()  # type: ignore[attr-defined]
+    table = tx.load_table("ns.a")
+    table.append(rows([5]))
+    getattr(tx, ending)()
+    before = table_files(root)
+    with pytest.raises(olympia.TransactionClosedError, match=f"is {tx.status}"):
+        table.append(rows([6]))
+    assert table_files(root) == before
+    assert sorted(ids_of(cat.load_table("ns.a"))) == ([1, 5] if ending == "commit" else [1])
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_two_upserts_of_one_new_key(lake: tuple[OlympiaCatalog, Path], isolation: str) -> None:
+    """Each upsert found no row for id 7 and appended one. Under
+    SERIALIZABLE the second must be refused (one after the other, it would
+    have found the first's row and updated it); under SNAPSHOT both land,
+    as two appends do (spec/iceberg.md §8)."""
+    cat, _ = lake
+    first = cat.begin(isolation=isolation)  # type: ignore[attr-defined]
+    second = cat.begin(isolation=isolation)  # type: ignore[attr-defined]
+    first.load_table("ns.a").upsert(rows([7], "one"), join_cols=["id"])
+    second.load_table("ns.a").upsert(rows([7], "two"), join_cols=["id"])
+    first.commit()
+    if isolation == "serializable":
+        with pytest.raises(CommitConflictException) as refused:
+            second.commit()
+        assert refused.value.rule == "scan-filter-matches"
+        assert sorted(ids_of(cat.load_table("ns.a"))) == [1, 7]
+    else:
+        second.commit()
+        assert sorted(ids_of(cat.load_table("ns.a"))) == [1, 7, 7]

@@ -38,6 +38,7 @@ from pyiceberg.table import (
     StagedTable,
     Table,
     _parse_row_filter,
+    upsert_util,
 )
 from pyiceberg.table import Transaction as PyIcebergTransaction
 from pyiceberg.table.metadata import TableMetadata, TableMetadataCommonFields, new_table_metadata
@@ -258,6 +259,27 @@ class OlympiaTable(Table):
 
 
 class _FilterRecordingTransaction(PyIcebergTransaction):
+    def upsert(
+        self,
+        df: pa.Table,
+        join_cols: list[str] | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """PyIceberg's upsert, which reads the rows its join columns match
+        with a scan of its own (not ``Table.scan``): that read is recorded
+        as a scan of the table, so that under SERIALIZABLE two upserts of
+        one new key cannot both commit (spec/iceberg.md §8)."""
+        table = self._table
+        if isinstance(table, OlympiaTable) and isinstance(table.catalog, TransactionCatalog):
+            matched = _upsert_match_filter(self, df, join_cols)
+            if matched is not None:
+                case_sensitive = bool(kwargs.get("case_sensitive", True))
+                table.catalog.note_scan(
+                    table._identifier, ScanRecord(matched, None, case_sensitive)
+                )
+        return super().upsert(df, join_cols, *args, **kwargs)
+
     def delete(
         self,
         delete_filter: str | BooleanExpression,
@@ -270,14 +292,42 @@ class _FilterRecordingTransaction(PyIcebergTransaction):
         super().delete(delete_filter, *args, **kwargs)
 
 
-def _record_writes(io: FileIO, written: list[str]) -> FileIO:
-    """Make ``io`` note in ``written`` every file it opens for writing.
+def _upsert_match_filter(
+    txn: PyIcebergTransaction, df: pa.Table, join_cols: list[str] | None
+) -> BooleanExpression | None:
+    """The row filter PyIceberg's upsert scans the table with (its join
+    columns, by default the schema's identifier fields, equal to a row of
+    ``df``); None when the upsert will refuse its input anyway."""
+    try:
+        cols = list(join_cols) if join_cols else []
+        if not cols:
+            schema = txn.table_metadata.schema()
+            cols = [schema.find_column_name(i) or "" for i in schema.identifier_field_ids]
+        if not cols or "" in cols or not isinstance(df, pa.Table):
+            return None
+        filter_: BooleanExpression = upsert_util.create_match_filter(df, cols)
+        return filter_
+    except Exception:  # PyIceberg's upsert reports its own input errors
+        return None
+
+
+def _record_writes(io: FileIO, written: list[str], tx: IcebergTransaction) -> FileIO:
+    """Make ``io`` note in ``written`` every file it opens for writing, and
+    refuse to open one once the transaction ``tx`` has ended (a table loaded
+    through it and used after its commit or rollback would write files that
+    nothing ever references, and after a rollback trip over the staged
+    files the rollback deleted).
 
     The instance is patched rather than wrapped, because PyIceberg's pyarrow
     reader looks at the concrete FileIO class to reach its file systems."""
     original = io.new_output
 
     def new_output(location: str) -> Any:
+        if tx.status != "open":
+            raise oe.TransactionClosedError(
+                f"transaction {tx.id} is {tx.status}: a table loaded through it writes "
+                f"nothing now (load the table again, from the catalog or a new transaction)"
+            )
         written.append(location)
         return original(location)
 
@@ -285,14 +335,14 @@ def _record_writes(io: FileIO, written: list[str]) -> FileIO:
     return io
 
 
-#: Conflict rules that mean another process has the distributed transaction
-#: (its files are that process's to keep or delete).
 #: A rollback that claimed files reads the versions committed since its
 #: begin version, up to this many; beyond, it keeps every claimed file.
 _VERSIONS_SEARCHED = 1000
 #: The actions that commit a table's metadata.
 _TABLE_WRITES = (A.TABLE_CREATE, A.TABLE_UPDATE)
 
+#: Conflict rules that mean another process has the distributed transaction
+#: (its files are that process's to keep or delete).
 _ANOTHER_PROCESS_HOLDS_IT = ("transaction-claimed", "transaction-advanced")
 
 
@@ -372,7 +422,7 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> FileIO:
         # The catalog's own properties only, as OlympiaCatalog._load_file_io.
         return _record_writes(
-            self._tx.owner._load_file_io(location=location), self._tx.written_files
+            self._tx.owner._load_file_io(location=location), self._tx.written_files, self._tx
         )
 
     # --- where callers may point the catalog (spec/rest.md §10) -------------------
@@ -1196,6 +1246,9 @@ class IcebergMerge:
                     scans=state.scans,
                     reads=state.reads,
                     version=version,
+                    # The committed file the result follows joins its log, as
+                    # every commit's predecessor does (spec/iceberg.md §7).
+                    metadata_location=theirs_location,
                 )
             except CommitConflictException as exc:
                 again = functools.partial(
