@@ -22,7 +22,7 @@ from olympia.errors import (
 from olympia.layout import MAX_VERSION
 from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
 from olympia.node import EMPTY_LEAF
-from olympia.objects import ObjectChange, TransactionInfo, parse
+from olympia.objects import ObjectChange, TransactionInfo
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogVersion
 from olympia.storage import Storage, open_storage
@@ -230,15 +230,8 @@ class Catalog:
     def list_transactions(self, include_expired: bool = False) -> list[TransactionInfo]:
         """The open distributed transactions (and, if asked, expired ones not yet removed)."""
         validate.require_bool("include_expired", include_expired)
-        view = self.latest()
-        keys = view.keys
         now = time.time() * 1000
-        infos = [
-            TransactionInfo.from_proto(
-                parse(pb.DistributedTransaction, v, f"transaction {keys.decode(k).parts[0]}")
-            )
-            for k, v in view.scan(keys.transactions_prefix())
-        ]
+        infos = map(TransactionInfo.from_proto, maintenance.distributed_records(self._store))
         return [t for t in infos if include_expired or t.expires_at_millis >= now]
 
     # --- maintenance ----------------------------------------------------------------

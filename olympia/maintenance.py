@@ -1053,22 +1053,24 @@ def expire_versions(
     )
 
 
+def distributed_records(store: CatalogStore) -> list[pb.DistributedTransaction]:
+    """The record of every distributed transaction the latest version holds
+    (past its time to live or not), in key order."""
+    root = store.load_latest()
+    keys = key_codec(root.definition)
+    out: list[pb.DistributedTransaction] = []
+    with store.reading(root.version):
+        for key, value in tree.scan(root.node, keys.transactions_prefix(), store.load_node):
+            what = f"transaction {keys.decode(key).parts[0]}"
+            out.append(parse(pb.DistributedTransaction, store.read_value(value), what))
+    return out
+
+
 def _open_begin_versions(store: CatalogStore) -> dict[str, int]:
     """The begin version of every distributed transaction the latest
     version holds that is within its time to live."""
-    root = store.load_latest()
-    keys = key_codec(root.definition)
     now = _now_millis()
-    out: dict[str, int] = {}
-    with store.reading(root.version):
-        for key, value in tree.scan(root.node, keys.transactions_prefix(), store.load_node):
-            txn_id = keys.decode(key).parts[0]
-            record = parse(
-                pb.DistributedTransaction, store.read_value(value), f"transaction {txn_id}"
-            )
-            if record.expires_at_millis >= now:
-                out[txn_id] = record.begin_version
-    return out
+    return {r.id: r.begin_version for r in distributed_records(store) if r.expires_at_millis >= now}
 
 
 def read_horizon(storage: Storage) -> tuple[int, int] | None:

@@ -26,11 +26,13 @@ logger = logging.getLogger(__name__)
 CLOCK_SLACK_MILLIS = 1000
 
 
-def written_before(io: FileIO, paths: Sequence[str], millis: int) -> set[str]:
-    """Those of ``paths`` that storage says were last written before
-    ``millis`` (ms since the epoch), or whose time it cannot tell (the
-    FileIO gives none, the request failed); a missing file is neither. One
-    request per file on an object store, up to 16 at a time."""
+def written_before(io: FileIO, paths: Sequence[str], committed_millis: int) -> set[str]:
+    """Those of ``paths`` that storage says were last written more than
+    :data:`CLOCK_SLACK_MILLIS` before ``committed_millis`` (a commit's time,
+    ms since the epoch), or whose time it cannot tell (the FileIO gives
+    none, the request failed); a missing file is neither. One request per
+    file on an object store, up to 16 at a time."""
+    millis = committed_millis - CLOCK_SLACK_MILLIS
 
     def before(path: str) -> bool:
         try:

@@ -707,9 +707,7 @@ class _Rebaser:
         if obsolete:
             # A file only an older catalog version reads (a snapshot expired
             # from the metadata) was written before the base was committed.
-            older = filetimes.written_before(
-                self.io, obsolete, self.base.last_updated_ms - filetimes.CLOCK_SLACK_MILLIS
-            )
+            older = filetimes.written_before(self.io, obsolete, self.base.last_updated_ms)
             obsolete = [path for path in obsolete if path not in older]
         return tuple(obsolete)
 

@@ -1837,9 +1837,7 @@ class IcebergTransaction:
                 # What older versions read (a table dropped and created again
                 # at the same place, snapshots expired from the metadata) was
                 # written before the begin version was committed.
-                keep |= filetimes.written_before(
-                    io, sorted(self.claimed_files - keep), since - filetimes.CLOCK_SLACK_MILLIS
-                )
+                keep |= filetimes.written_before(io, sorted(self.claimed_files - keep), since)
         for path in dict.fromkeys(self.written_files):
             if path in keep:
                 continue
