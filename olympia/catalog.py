@@ -3,12 +3,13 @@ rollback, export and expiration."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from olympia import maintenance, tree, validate
+from olympia import layout, maintenance, tree, validate
 from olympia.codec import CommitInfo
 from olympia.definition import FORMAT_VERSION, ISOLATION_LEVELS, build_definition
 from olympia.errors import (
@@ -418,20 +419,57 @@ def create_catalog(
         CatalogAlreadyExistsError: a catalog already exists there.
         InvalidDefinitionError: a definition option is unknown or out of range.
         StorageError: the storage could not be reached.
-        InvalidArgumentError: a bad ``uri`` or ``storage_options``.
+        InvalidArgumentError: a bad ``uri`` or ``storage_options``; ``uri``
+            lies in a folder of another catalog (``<catalog>/pins/x``), or
+            its own catalog folders (``node/``, ``pins/``, ...) hold files.
     """
     _check_uri(uri, storage_options)
     _check_cache_bytes(cache_bytes)
     catalog_def = build_definition(definition)
     storage = uri if isinstance(uri, Storage) else open_storage(uri, storage_options)
     store = CatalogStore(storage, cache_bytes)
-    if storage.list("vn"):
+    if storage.list(layout.VERSION_DIR):
         raise CatalogAlreadyExistsError(f"a catalog already exists at {storage.location}")
+    _check_placement(storage, storage_options)
     try:
         store.commit(0, EMPTY_LEAF, catalog_def, transaction_id=store.new_transaction_id())
     except CommitConflictError:
         raise CatalogAlreadyExistsError(f"a catalog already exists at {storage.location}") from None
     return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
+
+
+def _check_placement(storage: Storage, storage_options: dict[str, Any] | None) -> None:
+    """Refuse to create a catalog where another catalog's files would be
+    taken for its own, or its files for another's (spec/format.md §2): in a
+    folder of another catalog (``<other>/pins/x``: the other catalog's
+    expiration would read its files as pin records, its orphan check as
+    orphans to delete), or where the catalog's own folders already hold files
+    (a catalog inside ``node/`` or ``pins/`` of the new one)."""
+    for folder in layout.CATALOG_FOLDERS[1:]:
+        if folder != layout.TMP_DIR and storage.list(folder):
+            raise InvalidArgumentError(
+                f"cannot create a catalog at {storage.location}: its folder {folder}/ already "
+                f"holds files (another catalog's, or left from one), which this catalog would "
+                f"take for its own; create it in an empty folder"
+            )
+    location = storage.location
+    scheme, sep, rest = location.partition("://")
+    if not sep:  # a local folder: symbolic links resolved, as the files are reached
+        scheme, rest = "", os.path.realpath(location)
+    segments = rest.split("/")
+    first = 1 if sep else 0  # an S3 or memory location keeps its bucket or name
+    for i in range(max(first, 1), len(segments)):
+        if segments[i] not in layout.CATALOG_FOLDERS:
+            continue
+        parent = "/".join(segments[:i]) or "/"
+        if sep:
+            parent = f"{scheme}://{parent}"
+        if parent != location and open_storage(parent, storage_options).list(layout.VERSION_DIR):
+            raise InvalidArgumentError(
+                f"cannot create a catalog at {location}: it lies in folder {segments[i]}/ of "
+                f"the catalog at {parent}, whose files would be taken for that catalog's "
+                f"own (or deleted as its orphans); create it outside that catalog's folders"
+            )
 
 
 def load_catalog(

@@ -7,6 +7,7 @@ import re
 import time
 
 from olympia.errors import CorruptCatalogError
+from olympia.storage.local import TMP_DIR as TMP_DIR
 
 VERSION_BITS = 64
 VERSION_DIR = "vn"
@@ -15,6 +16,13 @@ DEF_DIR = "def"
 #: Action files: the action records of one transaction (spec/format.md §3.5).
 ACT_DIR = "act"
 DTXN_DIR = "dtxn"
+#: Records of exports and pins (spec/transactions.md §8.1-8.2).
+EXPORT_DIR = "exports"
+PIN_DIR = "pins"
+#: Every folder directly under a catalog prefix that the catalog owns
+#: (spec/format.md §2): no other catalog may live inside one of them, since
+#: its files would read as this catalog's records or orphans.
+CATALOG_FOLDERS = (VERSION_DIR, NODE_DIR, DEF_DIR, ACT_DIR, DTXN_DIR, EXPORT_DIR, PIN_DIR, TMP_DIR)
 LATEST_HINT = f"{VERSION_DIR}/latest"
 OLDEST_FLOOR = f"{VERSION_DIR}/oldest"
 #: The marker horizon (spec/format.md §2.3, spec/transactions.md §8.6):

@@ -45,8 +45,8 @@ from olympia.store import (
 )
 
 A = apb.ActionType
-EXPORT_DIR = "exports"
-PIN_DIR = "pins"
+EXPORT_DIR = layout.EXPORT_DIR
+PIN_DIR = layout.PIN_DIR
 #: A rollback pin, or the record of an unfinished export, lapses this long
 #: after it was last written (spec/transactions.md §8.1).
 PIN_TTL_MILLIS = 24 * 3600 * 1000

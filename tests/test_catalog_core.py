@@ -13,6 +13,7 @@ from olympia.errors import (
     CatalogNotFoundError,
     CommitConflictError,
     CorruptCatalogError,
+    InvalidArgumentError,
     InvalidDefinitionError,
     VersionNotFoundError,
 )
@@ -44,6 +45,47 @@ def test_create_twice_is_refused(any_storage_location):
     olympia.create_catalog(uri, opts)
     with pytest.raises(CatalogAlreadyExistsError, match="already exists"):
         olympia.create_catalog(uri, opts)
+
+
+@pytest.mark.parametrize("folder", ["pins", "exports", "node", "def", "act", "dtxn", "vn"])
+def test_a_catalog_inside_another_catalogs_folder_is_refused(any_storage_location, folder):
+    """A catalog made in ``<other>/pins/x`` had its files read as the other
+    catalog's pin records (every expiration of the other failed), and in
+    ``<other>/node/x`` listed as the other's orphans, which a clean-up
+    deletes. Refused in both orders, before anything is written."""
+    uri, opts = any_storage_location
+    outer = olympia.create_catalog(uri, opts)
+    txn = outer.begin()
+    txn.create_namespace("ns")
+    txn.commit()
+    inner_uri = f"{uri}/{folder}/inner"
+    with pytest.raises(InvalidArgumentError, match=f"folder {folder}/ of the catalog at"):
+        olympia.create_catalog(inner_uri, opts)
+    assert open_storage(inner_uri, opts).list("vn") == []
+    assert outer.expire_versions(keep_last=1).oldest_version >= 0  # still works
+    assert olympia.load_catalog(uri, opts).latest().list_namespaces() == ["ns"]
+    # Beside the catalog's folders, or in a folder of a plain folder: fine.
+    olympia.create_catalog(f"{uri}/{folder}x/inner", opts)
+    olympia.create_catalog(f"{uri}-not-a-catalog/{folder}/inner", opts)
+
+
+@pytest.mark.parametrize("folder", ["pins", "node", "exports"])
+def test_a_catalog_holding_another_in_its_folders_is_refused(any_storage_location, folder):
+    uri, opts = any_storage_location
+    olympia.create_catalog(f"{uri}/{folder}/inner", opts)
+    with pytest.raises(InvalidArgumentError, match=f"its folder {folder}/ already holds files"):
+        olympia.create_catalog(uri, opts)
+    assert olympia.load_catalog(f"{uri}/{folder}/inner", opts).version == 0
+    with pytest.raises(CatalogNotFoundError):
+        olympia.load_catalog(uri, opts)
+
+
+def test_a_catalog_inside_another_through_a_symbolic_link_is_refused(tmp_path):
+    olympia.create_catalog(str(tmp_path / "outer"))
+    (tmp_path / "outer" / "pins").mkdir(exist_ok=True)
+    (tmp_path / "link").symlink_to(tmp_path / "outer" / "pins", target_is_directory=True)
+    with pytest.raises(InvalidArgumentError, match="folder pins/ of the catalog at"):
+        olympia.create_catalog(str(tmp_path / "link" / "inner"))
 
 
 def test_load_missing_catalog(any_storage_location):

@@ -38,6 +38,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 import olympia
 from olympia import errors as oe
+from olympia import layout
 from olympia.iceberg import purge, views
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
@@ -90,18 +91,7 @@ def catalog_properties(options: Mapping[str, Any]) -> dict[str, str]:
 
 #: The catalog's own folders under its warehouse: no table, view or file a
 #: caller names may overlap them (spec/rest.md §10).
-RESERVED_FOLDERS = (
-    "vn",
-    "node",
-    "def",
-    "act",
-    "dtxn",
-    "pins",
-    "exports",
-    ".olympia-tmp",
-    FOLDER,
-    purge.FOLDER,
-)
+RESERVED_FOLDERS = (*layout.CATALOG_FOLDERS, FOLDER, purge.FOLDER)
 
 
 def _location_policy(warehouse: str, properties: Properties) -> LocationPolicy:
