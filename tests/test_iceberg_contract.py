@@ -165,6 +165,46 @@ def test_an_implicit_namespace_takes_properties(cats: list[Catalog]) -> None:
     assert [n for n in cat.list_namespaces() if n == ("p",)] == [("p",)]
 
 
+def test_creating_an_implicit_namespace_says_it_exists(cats: list[Catalog]) -> None:
+    """``a`` exists once ``a.b`` does (namespace_exists says so, as in
+    SqlCatalog): creating it is NamespaceAlreadyExistsError, as SqlCatalog
+    raises, and create_namespace_if_not_exists changes nothing."""
+    cat = cats[0]
+    cat.create_namespace(("a", "b"))
+    with pytest.raises(NamespaceAlreadyExistsError, match="Namespace a already exists"):
+        cat.create_namespace("a", {"owner": "x"})
+    cat.create_namespace_if_not_exists("a", {"owner": "x"})
+    assert cat.load_namespace_properties("a") == {}
+    assert cat.list_namespaces(("a",)) == [("a", "b")]
+
+
+def test_a_view_of_a_pyarrow_schema_gets_field_ids(cats: list[Catalog]) -> None:
+    """A pyarrow schema converts to fields of id -1: the view was stored with
+    every field id -1 (invalid metadata); ids 1..n are assigned, as
+    PyIceberg's REST client assigns them. Valid ids a caller gives are kept."""
+    import pyarrow as pa
+
+    cat = cats[0]
+    version = ViewVersion(
+        version_id=1,
+        schema_id=0,
+        timestamp_ms=1,
+        summary={},
+        representations=[SQLViewRepresentation(type="sql", sql="select 1", dialect="spark")],
+        default_namespace=["db"],
+    )
+    arrow = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())), ("s", pa.string())])
+    cat.create_view("db.v", arrow, version)  # type: ignore[attr-defined]
+    for c in cats[:2]:
+        fields = c.load_view("db.v").metadata.schemas[0].fields  # type: ignore[attr-defined]
+        assert [(f.field_id, f.name) for f in fields] == [(1, "id"), (2, "tags"), (3, "s")]
+        assert fields[1].field_type.element_id == 4
+    given = Schema(NestedField(10, "a", LongType()), NestedField(20, "b", StringType()))
+    cat.create_view("db.w", given, version)  # type: ignore[attr-defined]
+    fields = cats[1].load_view("db.w").metadata.schemas[0].fields  # type: ignore[attr-defined]
+    assert [f.field_id for f in fields] == [10, 20]
+
+
 def test_dropping_a_parent_namespace_says_it_is_not_empty(cats: list[Catalog]) -> None:
     cat = cats[0]
     cat.create_namespace("parent")

@@ -177,3 +177,125 @@ def test_a_dry_run_keeps_a_purge_a_pin_holds_back_pending(lake) -> None:
     dry = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True, dry_run=True)
     assert (dry.purges.purged_tables, dry.purges.pending_tables) == (0, 1)
     assert files(root, "ns.db/t/")
+
+
+def _metadata_of(cat: OlympiaCatalog, name: str) -> str:
+    return cat.load_table(name).metadata_location
+
+
+def test_a_register_in_an_open_transaction_holds_back_a_due_purge(lake) -> None:
+    """The purged table registered again inside a transaction left open while
+    expiration ran: the purge deleted the files the transaction had
+    registered, and its commit then published a table whose metadata was
+    gone. The register holds the purge back (its claim), the run skips it,
+    and the commit undoes the purge (its record goes)."""
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    kept = files(root, "ns.db/t/")
+    cat.purge_table("ns.t")
+    tx = cat.begin()
+    tx.register_table("ns.back", metadata)
+    result = expire(cat)
+    assert (result.purged_tables, result.pending_tables, result.deleted_files) == (0, 1, 0)
+    assert files(root, "ns.db/t/") == kept
+    tx.commit()
+    assert ids_of(cat.load_table("ns.back")) == [1, 2]
+    assert purge.records(cat) == ([], [])
+    assert not list((root / purge.FOLDER).iterdir())  # no claim left either
+    assert expire(cat).purged_tables == 0
+    assert ids_of(cat.load_table("ns.back")) == [1, 2]
+
+
+def test_a_register_rolled_back_leaves_the_purge_held_and_the_files_in_place(lake) -> None:
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    kept = files(root, "ns.db/t/")
+    cat.purge_table("ns.t")
+    tx = cat.begin()
+    tx.register_table("ns.back", metadata)
+    tx.rollback()
+    # Another holder may still be open (the claim is shared): kept, never lost.
+    assert expire(cat).purged_tables == 0
+    assert files(root, "ns.db/t/") == kept
+    assert cat.register_table("ns.back", metadata) is not None
+    assert ids_of(cat.load_table("ns.back")) == [1, 2]
+    assert purge.records(cat) == ([], [])
+
+
+def test_a_register_while_a_run_deletes_the_files_is_refused(lake) -> None:
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    (rec,), _ = purge.records(cat)
+    storage = cat.olympia.store.storage
+    assert purge.claim(storage, rec, purge.PURGING) == (True, purge.PURGING)  # a run's claim
+    with pytest.raises(ValueError, match="ns.t .*purged by version .* are being deleted"):
+        cat.register_table("ns.back", metadata)
+    assert not cat.table_exists("ns.back")
+    # The run that claimed it carries on (a run that died midway is completed).
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_register_after_a_run_finished_is_refused(lake) -> None:
+    cat, _ = lake
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    assert expire(cat).purged_tables == 1
+    with pytest.raises(Exception, match="metadata"):
+        cat.register_table("ns.back", metadata)
+    assert not cat.table_exists("ns.back")
+
+
+def test_a_run_racing_a_register_keeps_the_registered_table_whole(lake, monkeypatch) -> None:
+    """The register commits between the run's claim and its deletions: it
+    is refused before it stages anything, so no published table names a
+    deleted file."""
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    refused: list[BaseException] = []
+    real = purge._kept_files
+
+    def kept_then_register(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            cat.register_table("ns.back", metadata)
+        except ValueError as exc:
+            refused.append(exc)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(purge, "_kept_files", kept_then_register)
+    assert expire(cat).purged_tables == 1
+    assert len(refused) == 1 and not cat.table_exists("ns.back")
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_purge_in_a_distributed_transaction_is_recorded_by_whoever_commits_it(lake) -> None:
+    cat, root = lake
+    tx = cat.begin()
+    tx.purge_table("ns.t")
+    txn_id = tx.distribute()
+    other = olympia_catalog(f"file://{root}")  # as another process
+    assert isinstance(other, OlympiaCatalog)
+    version = other.resume(txn_id).commit()
+    (record,), _ = purge.records(cat)
+    assert (record.table, record.version) == ("ns.t", version)
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_register_in_a_distributed_transaction_releases_the_purge_when_committed_elsewhere(
+    lake,
+) -> None:
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    tx = cat.begin()
+    tx.register_table("ns.back", metadata)
+    txn_id = tx.distribute()
+    assert expire(cat).purged_tables == 0
+    other = olympia_catalog(f"file://{root}")
+    assert isinstance(other, OlympiaCatalog)
+    other.resume(txn_id).commit()
+    assert purge.records(cat) == ([], [])
+    assert ids_of(cat.load_table("ns.back")) == [1, 2]

@@ -64,6 +64,26 @@ def test_config_advertises_prefix_and_endpoints(served: Served) -> None:
 # --- namespaces -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("parent", ["ünï", "sl/ash", "p%25"])
+def test_pyiceberg_lists_below_parents_it_encodes_twice(served: Served, parent: str) -> None:
+    """PyIceberg 0.12's RestCatalog percent-encodes each level of ``parent``
+    and requests encodes the query again: a parent with non-ASCII, ``/`` or
+    ``%`` was "Namespace does not exist" although namespace_exists said it
+    did. Iceberg's Java client, encoding once, still gets what it asks for."""
+    rest = served.client()
+    rest.create_namespace((parent, "child"))
+    assert rest.namespace_exists((parent,))
+    assert rest.list_namespaces((parent,)) == [(parent, "child")]
+    once = requests.get(
+        f"{served.uri}/v1/{PREFIX}/namespaces", params={"parent": parent}, timeout=10
+    )
+    assert once.status_code == 200 and once.json()["namespaces"] == [[parent, "child"]]
+    missing = requests.get(
+        f"{served.uri}/v1/{PREFIX}/namespaces", params={"parent": f"{parent}-none"}, timeout=10
+    )
+    assert missing.status_code == 404
+
+
 def test_namespaces_nested_listing_properties_and_drop(served: Served) -> None:
     rest = served.client()
     rest.create_namespace(("ns1", "a"), {"owner": "ops"})

@@ -207,12 +207,15 @@ class OlympiaCatalog(MetastoreCatalog):
 
         ``what`` names a file a caller chose (``register``): then a file that
         is not table metadata is a ``ValueError`` that names it without
-        quoting any of its content.
+        quoting any of its content, and the file is read from storage even
+        when cached: a file is never changed, but it may have been deleted
+        (a purge), and a table registered on a deleted file is broken.
         """
-        with self._lock:
-            cached = self._metadata.get(location)
-        if cached is not None:
-            return cached
+        if what is None:
+            with self._lock:
+                cached = self._metadata.get(location)
+            if cached is not None:
+                return cached
         with self._reading(location, what, "an Iceberg table metadata file"):
             metadata = FromInputFile.table_metadata(
                 self._load_file_io(location=location).new_input(location)

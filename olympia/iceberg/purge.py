@@ -17,10 +17,19 @@ location, except every file that the metadata of a table in a kept version
 reaches when that table's metadata lies under the same location: a table
 created again at the same place, or the purged table brought back by
 ``rollback_to`` or ``register_table``, keeps what it needs.
+
+A register of files a purge would delete and the run of that purge exclude
+each other through the record's *claim*, ``<record>.claim``, written with
+put-if-absent: a run claims each due record (``purge``) before it decides
+what to keep, and skips a record a register claimed first (``cancel``); a
+register that finds the run's claim, or the record gone after claiming it,
+is refused. A committed register deletes the records it cancelled (the
+purge is undone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -37,8 +46,9 @@ from pyiceberg.table.metadata import TableMetadata
 
 from olympia import errors as oe
 from olympia import maintenance
-from olympia.iceberg.locations import LocationNotAllowedError, is_under
+from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap
 from olympia.maintenance import Pin, read_pins
+from olympia.storage import Storage
 
 if TYPE_CHECKING:
     from olympia.iceberg.catalog import OlympiaCatalog
@@ -48,6 +58,26 @@ logger = logging.getLogger(__name__)
 #: The folder of purge records, under the warehouse.
 FOLDER = "iceberg-purge"
 FORMAT = 1
+
+
+#: What a purge's claim file holds (:func:`claim`): a run deleting the
+#: files, or a transaction registering a table that uses them.
+PURGING = b"purge"
+CANCELLED = b"cancel"
+_CLAIM = ".claim"
+
+
+@dataclass(frozen=True)
+class PurgeIntent:
+    """A purge staged by a transaction: recorded when it commits."""
+
+    table: str
+    location: str
+    metadata_location: str
+
+    @staticmethod
+    def of(table: Table) -> PurgeIntent:
+        return PurgeIntent(".".join(table.name()), table.metadata.location, table.metadata_location)
 
 
 @dataclass(frozen=True)
@@ -79,14 +109,14 @@ class ExpireResult(maintenance.ExpireResult):
     purges: PurgeResult = PurgeResult(0, 0, 0)
 
 
-def record(owner: OlympiaCatalog, table: Table, version: int) -> str:
-    """Record the purge of ``table``, dropped by ``version``; returns the record's path."""
+def record(owner: OlympiaCatalog, intent: PurgeIntent, version: int) -> str:
+    """Record the purge ``intent``, its table dropped by ``version``; returns the record's path."""
     path = f"{FOLDER}/{version:020d}-{uuid4().hex}.json"
     doc = {
         "format": FORMAT,
-        "table": ".".join(table.name()),
-        "location": table.metadata.location,
-        "metadata-location": table.metadata_location,
+        "table": intent.table,
+        "location": intent.location,
+        "metadata-location": intent.metadata_location,
         "version": version,
     }
     owner.olympia.store.storage.put_if_absent(path, json.dumps(doc).encode())
@@ -115,6 +145,8 @@ def records(owner: OlympiaCatalog) -> tuple[list[PurgeRecord], list[str]]:
     found: list[PurgeRecord] = []
     damaged: list[str] = []
     for path in sorted(storage.list(FOLDER)):
+        if path.endswith(_CLAIM):
+            continue
         try:
             found.append(_parse(path, storage.read(path)))
         except (ValueError, KeyError, TypeError, oe.StorageError) as exc:
@@ -155,10 +187,39 @@ def plan(owner: OlympiaCatalog, floor: int | None = None) -> PurgePlan:
     pins = tuple(p for p in read_pins(catalog.store.storage) if not p.lapsed(now))
     lowest_pin = min((p.from_version for p in pins), default=None)
     due = tuple(
-        r for r in found if r.version <= floor and (lowest_pin is None or lowest_pin >= r.version)
+        r
+        for r in found
+        if r.version <= floor
+        and (lowest_pin is None or lowest_pin >= r.version)
+        and not _cancelled(catalog.store.storage, r)
     )
     pending = tuple(r for r in found if r not in due)
     return PurgePlan(due, pending, tuple(damaged), pins)
+
+
+def claim_path(rec: PurgeRecord) -> str:
+    return rec.path.removesuffix(".json") + _CLAIM
+
+
+def claim(storage: Storage, rec: PurgeRecord, content: bytes) -> tuple[bool, bytes]:
+    """Claim ``rec`` with put-if-absent: (whether this call made the claim,
+    the claim that stands)."""
+    path = claim_path(rec)
+    try:
+        storage.put_if_absent(path, content)
+        return True, content
+    except oe.StorageFileExistsError:
+        try:
+            return False, storage.read(path)
+        except oe.StorageFileNotFoundError:  # released meanwhile: the record is done
+            return False, b""
+
+
+def _cancelled(storage: Storage, rec: PurgeRecord) -> bool:
+    try:
+        return storage.read(claim_path(rec)).startswith(CANCELLED)
+    except oe.StorageFileNotFoundError:
+        return False
 
 
 def run(owner: OlympiaCatalog) -> PurgeResult:
@@ -171,13 +232,70 @@ def run(owner: OlympiaCatalog) -> PurgeResult:
     todo = plan(owner)
     if not todo.due:
         return PurgeResult(0, len(todo.pending), 0, todo.damaged)
-    catalog = owner.olympia
-    kept = _kept_files(owner, [r.location for r in todo.due], _kept_versions(owner, todo.pins))
+    storage = owner.olympia.store.storage
+    # Claimed before the kept versions are read: a register that claimed a
+    # record first holds it back; one that comes later is refused (hold).
+    due = [r for r in todo.due if claim(storage, r, PURGING)[1].startswith(PURGING)]
+    held = len(todo.due) - len(due)
+    kept = _kept_files(owner, [r.location for r in due], _kept_versions(owner, todo.pins))
     deleted = 0
-    for rec in todo.due:
+    for rec in due:
         deleted += _delete_files_of(owner, rec, kept)
-        catalog.store.storage.delete(rec.path)
-    return PurgeResult(len(todo.due), len(todo.pending), deleted, todo.damaged)
+        storage.delete(rec.path)  # the record before its claim (hold reads it after claiming)
+        with contextlib.suppress(oe.StorageError):
+            storage.delete(claim_path(rec))
+    return PurgeResult(len(due), len(todo.pending) + held, deleted, todo.damaged)
+
+
+def hold(
+    owner: OlympiaCatalog, txn_id: str, what: str, locations: Iterable[str]
+) -> list[PurgeRecord]:
+    """Hold back every purge whose table's location overlaps one of
+    ``locations`` (a table being registered: its metadata file and its
+    location), so that no run deletes the files it uses; returns the records
+    held, which :func:`release` deletes once the register commits.
+
+    Raises:
+        InvalidArgumentError: a run is deleting those files, or has deleted
+            them (``what`` names the table being registered).
+    """
+    found, _ = records(owner)
+    if not found:
+        return []
+    storage = owner.olympia.store.storage
+    targets = [t for t in (normal_path(owner, loc) for loc in locations) if t is not None]
+    held: list[PurgeRecord] = []
+    for rec in found:
+        own = normal_path(owner, rec.location)
+        if own is None or not any(overlap(own, t) for t in targets):
+            continue
+        made, standing = claim(storage, rec, CANCELLED + b" " + txn_id.encode())
+        if standing.startswith(CANCELLED):
+            if storage.exists(rec.path):
+                held.append(rec)
+                continue
+            if not made:  # another register committed and released it: no purge left
+                continue
+            # Made after the record went: a run finished (it deletes the
+            # record, then its claim), or a register released it.
+            with contextlib.suppress(oe.StorageError):
+                storage.delete(claim_path(rec))
+        raise oe.InvalidArgumentError(
+            f"cannot register {what}: the files of table {rec.table} at {rec.location}, "
+            f"purged by version {rec.version}, are being deleted or are gone (if the "
+            f"metadata file still exists, try again)"
+        )
+    return held
+
+
+def release(owner: OlympiaCatalog, held: Iterable[PurgeRecord]) -> None:
+    """Delete purge records held back by a register that committed: the
+    table is back, and its files are the registered table's."""
+    storage = owner.olympia.store.storage
+    for rec in held:
+        with contextlib.suppress(oe.StorageError):
+            storage.delete(rec.path)
+            storage.delete(claim_path(rec))
 
 
 def _kept_versions(owner: OlympiaCatalog, pins: Iterable[Pin]) -> list[int]:

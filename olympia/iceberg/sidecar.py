@@ -17,6 +17,8 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
 from olympia.errors import CorruptCatalogError
+from olympia.iceberg.purge import FOLDER as PURGE_FOLDER
+from olympia.iceberg.purge import PurgeIntent, PurgeRecord
 from olympia.iceberg.reads import MetadataReads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 
@@ -51,10 +53,31 @@ def _expression(expr: BooleanExpression | None) -> Any:
     return None if expr is None else json.loads(expr.model_dump_json())
 
 
-def dump(tables: Sequence[TableRecord], written_files: Sequence[str]) -> bytes:
+def dump(
+    tables: Sequence[TableRecord],
+    written_files: Sequence[str],
+    purges: Sequence[PurgeIntent] = (),
+    held_purges: Sequence[PurgeRecord] = (),
+) -> bytes:
     doc = {
         "format": FORMAT,
         "written-files": list(written_files),
+        # Purges to record when the transaction commits, and purge records
+        # its registers hold back (olympia.iceberg.purge), whoever commits it.
+        "purges": [
+            {"table": p.table, "location": p.location, "metadata-location": p.metadata_location}
+            for p in purges
+        ],
+        "held-purges": [
+            {
+                "path": r.path,
+                "table": r.table,
+                "location": r.location,
+                "metadata-location": r.metadata_location,
+                "version": r.version,
+            }
+            for r in held_purges
+        ],
         "tables": [
             {
                 "namespace": t.namespace,
@@ -88,8 +111,16 @@ def dump(tables: Sequence[TableRecord], written_files: Sequence[str]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def load(data: bytes, where: str) -> tuple[list[TableRecord], list[str]]:
-    """Parse a sidecar.
+@dataclass(frozen=True)
+class Sidecar:
+    tables: list[TableRecord]
+    written_files: list[str]
+    purges: list[PurgeIntent]
+    held_purges: list[PurgeRecord]
+
+
+def load(data: bytes, where: str) -> Sidecar:
+    """Parse a sidecar (one written before purges were kept in it has none).
 
     Raises:
         CorruptCatalogError: naming ``where``.
@@ -99,7 +130,24 @@ def load(data: bytes, where: str) -> tuple[list[TableRecord], list[str]]:
         if doc.get("format") != FORMAT:
             raise ValueError(f"unknown format {doc.get('format')!r}")
         tables = [_table(t) for t in doc["tables"]]
-        return tables, [str(f) for f in doc["written-files"]]
+        purges = [
+            PurgeIntent(str(p["table"]), str(p["location"]), str(p["metadata-location"]))
+            for p in doc.get("purges", ())
+        ]
+        held = []
+        for r in doc.get("held-purges", ()):
+            version = r["version"]
+            if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+                raise ValueError(f"bad version {version!r} of a held purge")
+            path = str(r["path"])
+            if not (path.startswith(f"{PURGE_FOLDER}/") and path.endswith(".json")):
+                raise ValueError(f"held purge {path!r} is not a purge record")
+            held.append(
+                PurgeRecord(
+                    path, str(r["table"]), str(r["location"]), str(r["metadata-location"]), version
+                )
+            )
+        return Sidecar(tables, [str(f) for f in doc["written-files"]], purges, held)
     except (ValueError, KeyError, TypeError, ValidationError) as exc:
         raise CorruptCatalogError(f"Iceberg transaction state {where} is damaged: {exc}") from None
 

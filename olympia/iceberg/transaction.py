@@ -541,6 +541,14 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> None:
         ns = names.namespace_name(namespace)
         props = dict(properties or {}) or dict(MINIMAL_NAMESPACE_PROPERTIES)  # None: none given
+        if not self._txn.namespace_exists(ns) and self._children(ns):
+            # It exists already, implicitly (§3): namespace_exists says so,
+            # and SqlCatalog refuses it; update_namespace_properties sets
+            # properties on it.
+            raise ice.NamespaceAlreadyExistsError(
+                f"Namespace {ns} already exists: namespaces {', '.join(self._children(ns))} "
+                f"lie below it"
+            )
         with translate_errors():
             self._txn.create_namespace(ns, props)
 
@@ -751,6 +759,16 @@ class TransactionCatalog(MetastoreCatalog):
         metadata = self._tx.owner.read_metadata(metadata_location, what)
         self._check_table_locations(namespace, name, metadata, None, metadata_location)
         location_provider(metadata.location, metadata.properties, f"table {namespace}.{name}")
+        # A purged table brought back: no purge run may delete its files now.
+        held = purge.hold(
+            self._tx.owner,
+            self._tx.id,
+            f"table {namespace}.{name}",
+            [metadata_location, metadata.location],
+        )
+        if held:
+            self._tx.held_purges.extend(held)
+            self._tx.save_state()
         self._tx._state(namespace, name, self._location(namespace, name))
         with translate_errors():
             if overwrite and self._txn.table_exists(namespace, name):
@@ -789,8 +807,8 @@ class TransactionCatalog(MetastoreCatalog):
         holds the table (olympia.iceberg.purge)."""
         table = self.load_table(identifier)
         self.drop_table(identifier)
-        owner = self._tx.owner
-        self._tx._after_commit.append(lambda version: purge.record(owner, table, version))
+        self._tx.purges.append(purge.PurgeIntent.of(table))
+        self._tx.save_state()  # whoever commits a distributed transaction records it
 
     def commit_table(
         self,
@@ -1423,6 +1441,10 @@ class IcebergTransaction:
         self._tables: dict[tuple[str, str], TableState] = {}
         #: Called with the committed version once the commit stands.
         self._after_commit: list[Callable[[int], object]] = []
+        #: Purges recorded once the transaction commits (purge_table).
+        self.purges: list[purge.PurgeIntent] = []
+        #: Purge records its registers hold back, deleted once it commits.
+        self.held_purges: list[purge.PurgeRecord] = []
         self.catalog = TransactionCatalog(self)
         self.merge = IcebergMerge(self)
         set_merge = getattr(txn, "set_content_merge", None)
@@ -1565,9 +1587,11 @@ class IcebergTransaction:
                 data = f.read()
         except FileNotFoundError:
             return []
-        records, written = sidecar.load(data, where)
-        self.claim_files(written)  # which of them were claimed is not recorded
-        return records
+        state = sidecar.load(data, where)
+        self.claim_files(state.written_files)  # which of them were claimed is not recorded
+        self.purges = list(state.purges)
+        self.held_purges = list(state.held_purges)
+        return state.tables
 
     def save_state(self) -> None:
         """Write the sidecar of a distributed transaction (no-op otherwise)."""
@@ -1587,7 +1611,9 @@ class IcebergTransaction:
             for (namespace, name), state in self._tables.items()
         ]
         where = self._sidecar_location()
-        data = sidecar.dump(records, list(dict.fromkeys(self.written_files)))
+        data = sidecar.dump(
+            records, list(dict.fromkeys(self.written_files)), self.purges, self.held_purges
+        )
         with self.owner._load_file_io(location=where).new_output(where).create(overwrite=True) as f:
             f.write(data)
 
@@ -1754,6 +1780,11 @@ class IcebergTransaction:
         self._drop_state()
         if self.merge.obsolete_files:
             self._after_commit.append(self._delete_obsolete)
+        for intent in self.purges:
+            self._after_commit.append(functools.partial(purge.record, self.owner, intent))
+        if self.held_purges:
+            held = list(self.held_purges)
+            self._after_commit.append(lambda _version: purge.release(self.owner, held))
         for action in self._after_commit:
             try:
                 action(version)

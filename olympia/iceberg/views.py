@@ -14,12 +14,13 @@ change added and the current one are kept.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.types import ListType, MapType, NestedField, StructType
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 #: The property that caps how many versions a view keeps.
@@ -203,6 +204,7 @@ class ViewBuilder:
         return self
 
     def add_schema(self, schema: Schema) -> int:
+        schema = with_valid_field_ids(schema)
         new_id = 0
         for known_id, known in self.schemas.items():
             if known == schema:
@@ -335,6 +337,29 @@ class ViewBuilder:
                 "properties": self.properties,
             }
         )
+
+
+def _field_ids(fields: Iterable[NestedField]) -> Iterator[int]:
+    for f in fields:
+        yield f.field_id
+        kind = f.field_type
+        if isinstance(kind, StructType):
+            yield from _field_ids(kind.fields)
+        elif isinstance(kind, ListType):
+            yield from _field_ids([kind.element_field])
+        elif isinstance(kind, MapType):
+            yield from _field_ids([kind.key_field, kind.value_field])
+
+
+def with_valid_field_ids(schema: Schema) -> Schema:
+    """``schema`` itself when its field ids are positive and distinct (a
+    client's ids are kept, as Iceberg keeps them); otherwise the schema with
+    ids 1..n assigned as PyIceberg's REST client assigns them: a schema
+    converted from pyarrow has every id -1, which no reader can resolve."""
+    ids = list(_field_ids(schema.fields))
+    if all(i > 0 for i in ids) and len(set(ids)) == len(ids):
+        return schema
+    return assign_fresh_schema_ids(schema)
 
 
 def new_view_metadata(

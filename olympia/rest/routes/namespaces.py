@@ -5,8 +5,10 @@ and the system namespaces ``sys.dtxns.<id>`` of distributed transactions
 from __future__ import annotations
 
 from collections import Counter
+from urllib.parse import unquote
 
 from fastapi import Depends, Query, Response
+from pyiceberg.typedef import Identifier
 
 from olympia.rest.errors import RestError, bad_request, not_found
 from olympia.rest.models import CreateNamespaceRequest, UpdateNamespacePropertiesRequest
@@ -31,12 +33,30 @@ def list_namespaces(
     if system is not None:
         found = system.children()
     else:
-        with s.route(levels) as (cat, rest, pre):
-            if rest and not cat.namespace_exists(rest):
-                raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
-            found = [(*pre, *n) for n in cat.list_namespaces(rest)]
+        listed = _children(s, levels)
+        if listed is None and any("%" in level for level in levels):
+            # PyIceberg 0.12's RestCatalog percent-encodes each level of
+            # ``parent`` and its HTTP library encodes the query once more
+            # (Iceberg's Java client encodes once): a parent that is not
+            # there as given is looked up decoded once more (spec/rest.md §5).
+            try:
+                listed = _children(s, check_namespace([unquote(level) for level in levels]))
+            except RestError:
+                listed = None
+        if listed is None:
+            raise not_found("Namespace", f"Namespace does not exist: {'.'.join(levels)}")
+        found = listed
     page, next_token = one_page(sorted(found), page_token, page_size)
     return json_response({"namespaces": [list(n) for n in page], "next-page-token": next_token})
+
+
+def _children(s: Scope, levels: Identifier) -> list[Identifier] | None:
+    """The namespaces one level below ``levels`` (all first levels for
+    ``()``), or None when ``levels`` is no namespace."""
+    with s.route(levels) as (cat, rest, pre):
+        if rest and not cat.namespace_exists(rest):
+            return None
+        return [(*pre, *n) for n in cat.list_namespaces(rest)]
 
 
 @router.post("/namespaces")
