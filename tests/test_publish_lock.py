@@ -94,6 +94,78 @@ def test_a_commit_publishes_without_the_lock_when_a_live_holder_keeps_it(
         proc.join(timeout=60)
 
 
+def test_a_stuck_holder_is_waited_for_once_not_on_every_attempt(tmp_path: Path) -> None:
+    """A holder alive but stuck (stopped) made every attempt of every writer
+    wait the whole limit: six writers took 2, 4, 4, 6, 6 and 8 s, one lost
+    race costing another wait. The waiter that gives up marks that holder
+    stuck; the next attempts, of any process, do not wait for it, until
+    another holder has the lock."""
+    path = _lock_path(tmp_path / "cat")
+    os.makedirs(os.path.dirname(path))
+    proc, held = _holder(path)
+    try:
+        assert held
+        first = FileHostLock(path, wait_seconds=0.2)
+        assert (first.held, first.waited, first.skipped) == (False, True, False)
+        again = FileHostLock(path, wait_seconds=600)  # would stall the test if it waited
+        assert (again.held, again.waited, again.skipped) == (False, True, True)
+    finally:
+        proc.kill()
+        proc.join(timeout=60)
+    # A new holder is waited for again: the mark names the old one only.
+    lock = FileHostLock(path, wait_seconds=30)
+    assert lock.held
+    lock.release()
+    proc, held = _holder(path)
+    try:
+        assert held
+        waiter = FileHostLock(path, wait_seconds=0.2)
+        assert (waiter.held, waiter.skipped) == (False, False)
+    finally:
+        proc.kill()
+        proc.join(timeout=60)
+
+
+def test_writers_behind_a_stuck_holder_each_wait_for_it_at_most_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, _ = _catalog(tmp_path, tables=4)
+    monkeypatch.setattr(LocalStorage, "publish_lock_wait", 0.3)
+    timeouts: Counter[str] = Counter()
+    real = hostlock._wait
+
+    def counted(*args: Any, **kwargs: Any) -> bool:
+        got = real(*args, **kwargs)
+        if not got:
+            timeouts[threading.current_thread().name] += 1
+        return got
+
+    monkeypatch.setattr(hostlock, "_wait", counted)
+    proc, held = _holder(_lock_path(tmp_path / "cat"))
+    try:
+        assert held
+
+        def writer(w: int) -> None:
+            cat = olympia.load_catalog(uri)
+            for i in range(3):
+                with cat.begin() as txn:
+                    txn.update_table(f"w{w}", "t", metadata_location=f"s3://data/w{w}/v{i}.json")
+
+        threads = [threading.Thread(target=writer, args=(w,), name=f"w{w}") for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        proc.kill()
+        proc.join(timeout=60)
+    latest = olympia.load_catalog(uri).latest()
+    for w in range(4):
+        assert latest.describe_table(f"w{w}", "t").metadata_location == f"s3://data/w{w}/v2.json"
+    # 12 commits, with lost races among them; before, each attempt waited.
+    assert sum(timeouts.values()) <= 4, timeouts
+
+
 def _in_thread(make: Any) -> Any:
     got: list[Any] = []
     worker = threading.Thread(target=lambda: got.append(make()))

@@ -108,6 +108,9 @@ class HostLock:
     #: Whether another writer held it when it was asked for (the writers of
     #: this host may have published versions meanwhile).
     waited = False
+    #: Whether it was not waited for because its holder is stuck (a waiter
+    #: gave up on that same holder before).
+    skipped = False
 
     def release(self) -> None:
         """Let the next writer of this host publish (idempotent)."""
@@ -167,8 +170,18 @@ class FileHostLock(HostLock):
             return
         # Errors of ``while_waiting`` propagate; ``_wait`` has then let ``fd`` go.
         if self.waited:
+            holder = _holder(fd)
+            if holder is not None and holder == _read_small(path + STUCK_SUFFIX):
+                # A waiter has given up on this very holder already: it is
+                # stuck, and waiting for it again would only stall each
+                # attempt by the whole limit (spec/transactions.md §3.1 item 4).
+                os.close(fd)
+                self.skipped = True
+                return
             try:
                 if not _wait(fd, wait_seconds, while_waiting, interval):
+                    if holder is not None:
+                        _write_small(path + STUCK_SUFFIX, holder)
                     return  # ``fd`` is closed, or the waiting thread owns it
             except _NoLock:
                 return  # ``fd`` is closed
@@ -176,12 +189,58 @@ class FileHostLock(HostLock):
         self.held = True
         self._thread_paths = held
         held.add(path)
+        with contextlib.suppress(OSError):  # who holds it now (see _holder)
+            os.pwrite(fd, _new_holder_token(), 0)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             self._thread_paths.discard(self.path)
             _unlock_and_close(fd)
+
+
+#: Each holder writes a token of this many bytes at the start of the lock
+#: file once it holds the lock; a waiter that gives up writes the token of
+#: the holder it gave up on to the file named with :data:`STUCK_SUFFIX`, and
+#: later waiters that find that same holder still there do not wait for it.
+TOKEN_BYTES = 32
+STUCK_SUFFIX = ".stuck"
+
+
+def _new_holder_token() -> bytes:
+    return f"{os.getpid():010d}".encode()[-10:] + os.urandom(11).hex().encode()
+
+
+def _holder(fd: int) -> bytes | None:
+    """The token of the lock's holder (read from ``fd``), or None when the
+    file holds none (a holder of an older build, or a fresh file)."""
+    try:
+        token = os.pread(fd, TOKEN_BYTES, 0)
+    except OSError:
+        return None
+    return token if len(token) == TOKEN_BYTES else None
+
+
+def _read_small(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        return os.read(fd, TOKEN_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write_small(path: str, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
 
 
 def _open(path: str, folder_mode: int) -> int:
