@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
+import subprocess
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 import zipfile
@@ -98,21 +102,106 @@ def runtime_jar() -> str:
     return str(jar)
 
 
+#: Iceberg's SparkCatalog with DROP TABLE ... PURGE left to the server
+#: (olympia/java/OlympiaSparkCatalog.java, compiled by :func:`catalog_jar`).
+CATALOG_CLASS = "olympia.spark.OlympiaSparkCatalog"
+ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+_CATALOG_SOURCE = Path(__file__).parent / "java" / "OlympiaSparkCatalog.java"
+
+
+def _javac() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "javac"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("javac")
+
+
+@functools.lru_cache(maxsize=1)
+def catalog_jar() -> str | None:
+    """The jar of :data:`CATALOG_CLASS`, compiled from its source against the
+    Iceberg runtime jar and pyspark's jars on first use and kept in the user's
+    cache folder (``$XDG_CACHE_HOME/olympia``, by the source's digest); None,
+    with a warning, when there is no ``javac`` (a JRE without a JDK): Spark
+    then uses Iceberg's SparkCatalog, whose ``DROP TABLE ... PURGE`` deletes
+    the files at once from the driver (spec/rest.md §7).
+
+    Raises:
+        SparkSetupError: the compiler failed (the message quotes it).
+    """
+    source = _CATALOG_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + RUNTIME_JAR.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "olympia"
+    jar = cache / f"olympia-spark-catalog-{digest}.jar"
+    if jar.is_file():
+        return str(jar)
+    javac = _javac()
+    if javac is None:
+        log.warning(
+            "no javac (a JDK) on this machine: Spark uses Iceberg's SparkCatalog, whose "
+            "DROP TABLE ... PURGE deletes the table's files at once instead of leaving them "
+            "to olympia's expiration"
+        )
+        return None
+    import pyspark
+
+    classpath = os.pathsep.join([runtime_jar(), str(Path(pyspark.__file__).parent / "jars" / "*")])
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as work:
+        done = subprocess.run(
+            [
+                javac,
+                "--release",
+                "11",
+                "-nowarn",
+                "-cp",
+                classpath,
+                "-d",
+                work,
+                str(_CATALOG_SOURCE),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SparkSetupError(
+                f"compiling {_CATALOG_SOURCE.name} failed: {done.stderr.strip() or done.stdout}"
+            )
+        partial = Path(work) / "catalog.jar"
+        with zipfile.ZipFile(partial, "w") as out:
+            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            for path in sorted(Path(work).rglob("*.class")):
+                out.write(path, path.relative_to(work).as_posix())
+        os.replace(partial, jar)  # whole or not at all, whoever compiled it first
+    return str(jar)
+
+
+def spark_jars() -> list[str]:
+    """The jars Spark needs for an olympia catalog: Iceberg's runtime and,
+    when it can be built, :func:`catalog_jar`."""
+    extra = catalog_jar()
+    return [runtime_jar(), *([extra] if extra else [])]
+
+
 def catalog_conf(uri: str, *, catalog: str = "lake", token: str | None = None) -> dict[str, str]:
     """The Spark settings of an Iceberg REST catalog ``catalog`` at ``uri``.
 
-    Iceberg's table cache is off, so that every statement reads the catalog.
-    Scan and commit metrics reports are off: the olympia server accepts them
-    (``POST .../metrics``) but keeps nothing, so each would cost a request
-    for nothing.
+    The catalog class is :data:`CATALOG_CLASS` (it needs :func:`catalog_jar`
+    on ``spark.jars``, as :func:`spark_jars` lists it), or Iceberg's
+    SparkCatalog where it cannot be compiled. Iceberg's table cache is off,
+    so that every statement reads the catalog.
+    Metrics reports stay on (Iceberg's default): inside a SERIALIZABLE
+    transaction a scan report is how the server learns that a statement
+    read a table it then writes (spec/rest.md §8).
     """
     prefix = f"spark.sql.catalog.{catalog}"
     conf = {
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        prefix: CATALOG_CLASS if catalog_jar() else ICEBERG_CATALOG_CLASS,
         f"{prefix}.type": "rest",
         f"{prefix}.uri": uri,
         f"{prefix}.cache-enabled": "false",
-        f"{prefix}.rest-metrics-reporting-enabled": "false",
     }
     if token is not None:
         conf[f"{prefix}.token"] = token
@@ -122,7 +211,7 @@ def catalog_conf(uri: str, *, catalog: str = "lake", token: str | None = None) -
 def session_conf(uri: str, *, catalog: str = "lake", token: str | None = None) -> dict[str, str]:
     """Every setting :func:`session` gives the builder (jar, extensions, catalog)."""
     return {
-        "spark.jars": runtime_jar(),
+        "spark.jars": ",".join(spark_jars()),
         "spark.sql.extensions": EXTENSIONS,
         **catalog_conf(uri, catalog=catalog, token=token),
     }
@@ -206,6 +295,39 @@ class SparkTransaction:
     version: int | None = None
 
 
+class _KeepAlive:
+    """Uses the transaction at ``url`` (``GET /txn/{id}``) every third of the
+    server's idle limit while a block runs: Spark sends the catalog nothing
+    while a stage computes, and a statement longer than the limit would find
+    its transaction rolled back (spec/rest.md §8)."""
+
+    def __init__(self, url: str, token: str | None, idle_seconds: Any) -> None:
+        self._stop = threading.Event()
+        if not isinstance(idle_seconds, int | float) or idle_seconds <= 0:
+            return  # a server that does not say: nothing to keep ahead of
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(url, token, max(0.05, idle_seconds / 3)),
+            name="olympia-txn-keepalive",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, url: str, token: str | None, every: float) -> None:
+        while not self._stop.wait(every):
+            request = urllib.request.Request(url, method="GET")
+            if token:
+                request.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    response.read()
+            except (urllib.error.URLError, OSError) as exc:
+                log.debug("keep-alive of %s: %s", url, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def _call(url: str, body: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
     """POST to the server's transaction API; errors become olympia errors."""
     data = json.dumps(body or {}).encode()
@@ -223,7 +345,14 @@ def _call(url: str, body: dict[str, Any] | None, token: str | None) -> dict[str,
         except (ValueError, KeyError, TypeError):
             message = f"HTTP {exc.code} from {url}"
         if exc.code == 409:
-            raise CommitConflictError(message) from None
+            # The server words a conflict "... conflicts with version <v> (rule <rule>)".
+            rule = re.search(r"\(rule ([a-z][a-z-]*)\)", message)
+            version = re.search(r"\bversion (\d+)\b", message)
+            raise CommitConflictError(
+                message,
+                rule=rule.group(1) if rule else None,
+                version=int(version.group(1)) if version else None,
+            ) from None
         if exc.code >= 500:
             raise CommitFailedError(message) from None
         raise OlympiaError(message) from None
@@ -267,7 +396,11 @@ def transaction(
     transaction; a clean exit commits it as one catalog version, an
     exception rolls it back (nothing is published) and propagates.
     Collect results inside the block: DataFrames resolved in it are bound to
-    the transaction. ``message``, ``author`` and ``properties`` are the
+    the transaction. While the block runs, a thread uses the transaction
+    (``GET /txn/{id}``) every third of the server's idle limit, so that a
+    statement computing longer than ``serve --transaction-idle-seconds``
+    (default 900) keeps it; a block that makes no progress still holds it
+    open, until it ends. ``message``, ``author`` and ``properties`` are the
     commit metadata stored with the transaction's version
     (``olympia.Catalog.begin``; ``POST /txn``, spec/rest.md §8).
 
@@ -293,11 +426,20 @@ def transaction(
     begun = _call(f"{base}/txn", body, token)
     txn = SparkTransaction(begun["id"], begun["isolation"], begun["begin-version"])
     _point_catalog(spark, catalog, f"{base}/txn/{txn.id}")
+    alive = _KeepAlive(f"{base}/txn/{txn.id}", token, begun.get("idle-seconds"))
     try:
         yield txn
-    except BaseException:
+    except BaseException as exc:
+        alive.stop()
         _point_catalog(spark, catalog, uri)
-        _call(f"{base}/txn/{txn.id}/rollback", None, token)
+        try:
+            _call(f"{base}/txn/{txn.id}/rollback", None, token)
+        except OlympiaError as failed:  # the block's own error is the one to see
+            log.warning("rolling back transaction %s: %s", txn.id, failed)
+            note = getattr(exc, "add_note", None)  # Python 3.11 and later
+            if note is not None:
+                note(f"olympia: rolling back transaction {txn.id} failed: {failed}")
         raise
+    alive.stop()
     _point_catalog(spark, catalog, uri)
     txn.version = _call(f"{base}/txn/{txn.id}/commit", None, token)["version"]

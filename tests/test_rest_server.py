@@ -580,6 +580,103 @@ def test_txn_scope_reads_own_writes_and_commits_one_version(served: Served) -> N
     assert error_of(gone)["type"] == "NoSuchTransactionException"
 
 
+def test_txn_refuses_removing_snapshots_which_the_client_deletes_at_once(served: Served) -> None:
+    """Spark's expire_snapshots deletes the removed snapshots' files as soon
+    as its commit is answered: inside a transaction a rollback then
+    restored snapshots without files. Refused there (400); outside a
+    transaction the commit is final and goes through."""
+    outside = served.client()
+    outside.create_namespace("x9")
+    table = outside.create_table(("x9", "t"), SCHEMA)
+    table.append(rows([1]))
+    old = table.refresh().metadata.current_snapshot_id
+    table.append(rows([2]))
+    body = {"requirements": [], "updates": [{"action": "remove-snapshots", "snapshot-ids": [old]}]}
+    txn = begin(served)
+    inside = requests.post(
+        f"{served.uri}/txn/{txn['id']}/v1/{PREFIX}/namespaces/x9/tables/t", json=body, timeout=30
+    )
+    assert inside.status_code == 400
+    assert "removing snapshots of x9.t (expire_snapshots) is refused inside a transaction" in str(
+        error_of(inside)["message"]
+    )
+    multi = requests.post(
+        f"{served.uri}/txn/{txn['id']}/v1/{PREFIX}/transactions/commit",
+        json={"table-changes": [{"identifier": {"namespace": ["x9"], "name": "t"}, **body}]},
+        timeout=30,
+    )
+    assert multi.status_code == 400
+    requests.post(f"{served.uri}/txn/{txn['id']}/rollback", timeout=30)
+    assert old in [s.snapshot_id for s in outside.load_table(("x9", "t")).snapshots()]
+    done = requests.post(f"{served.uri}/v1/{PREFIX}/namespaces/x9/tables/t", json=body, timeout=30)
+    assert done.status_code == 200, done.text
+    assert old not in [s.snapshot_id for s in outside.load_table(("x9", "t")).snapshots()]
+
+
+def _scan_report(table: str, snapshot_id: int) -> dict[str, object]:
+    return {
+        "report-type": "scan-report",
+        "table-name": table,
+        "snapshot-id": snapshot_id,
+        "filter": True,
+        "schema-id": 0,
+        "projected-field-ids": [1],
+        "projected-field-names": ["id"],
+        "metrics": {},
+    }
+
+
+def test_a_scan_report_in_a_serializable_txn_is_a_read_of_the_table_it_writes(
+    served: Served,
+) -> None:
+    """Spark reads a table's files itself and says so only in its scan
+    report: two SERIALIZABLE transactions that each read a table and append
+    to it both committed (two rows given one id). The report now counts as
+    a scan of the whole table when the transaction writes it."""
+    outside = served.client()
+    outside.create_namespace("x10")
+    outside.create_table(("x10", "t"), SCHEMA).append(rows([1]))
+    snapshot = outside.load_table(("x10", "t")).metadata.current_snapshot_id
+    assert snapshot is not None
+    results = []
+    for isolation in ("serializable", "snapshot"):
+        txn = begin(served, isolation=isolation)
+        base = f"{served.uri}/txn/{txn['id']}"
+        report = requests.post(
+            f"{base}/v1/{PREFIX}/namespaces/x10/tables/t/metrics",
+            json=_scan_report("x10.t", snapshot),
+            timeout=30,
+        )
+        assert report.status_code == 204
+        inside = load_catalog("in", **{"type": "rest", "uri": base})
+        inside.load_table(("x10", "t")).append(rows([2]))
+        outside.load_table(("x10", "t")).append(rows([2]))  # commits first
+        snapshot = outside.load_table(("x10", "t")).metadata.current_snapshot_id
+        results.append(requests.post(f"{base}/commit", timeout=30))
+        snapshot = outside.load_table(("x10", "t")).metadata.current_snapshot_id
+    refused, rebased = results
+    assert refused.status_code == 409
+    assert "scan-filter-matches" in str(error_of(refused)["message"])
+    assert rebased.status_code == 200  # SNAPSHOT checks no scans: the append is rebased
+
+
+def test_tables_created_over_rest_store_zstd_as_their_parquet_codec(served: Served) -> None:
+    """Iceberg's own catalogs give a new table write.parquet.compression-codec
+    = zstd (since 1.4); without it Spark's writers used gzip. A codec the
+    request gives is kept."""
+    client = served.client()
+    client.create_namespace("codec")
+    made = client.create_table(("codec", "t"), SCHEMA)
+    assert made.properties["write.parquet.compression-codec"] == "zstd"
+    kept = client.create_table(
+        ("codec", "u"), SCHEMA, properties={"write.parquet.compression-codec": "snappy"}
+    )
+    assert kept.properties["write.parquet.compression-codec"] == "snappy"
+    staged = client.create_table_transaction(("codec", "v"), SCHEMA)
+    staged.commit_transaction()
+    assert client.load_table(("codec", "v")).properties["write.parquet.compression-codec"] == "zstd"
+
+
 def test_txn_rollback_leaves_nothing(served: Served) -> None:
     outside = served.client()
     outside.create_namespace("x2")

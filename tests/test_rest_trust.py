@@ -32,6 +32,11 @@ from pyiceberg.table.snapshots import Snapshot
 from rest_helpers import PREFIX, Served, change_of, serve
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+SCHEMA_JSON = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
 SECRET = "root:$6$not-a-real-hash:19000:0:99999:7:::"
 
 
@@ -157,6 +162,69 @@ def test_register_of_a_file_that_is_not_metadata_quotes_none_of_it(served: Serve
 
 
 # --- 2 and 3. deleting another table's files ---------------------------------------
+
+
+def test_a_namespace_location_outside_the_allowed_ones_is_refused_when_set(
+    served: Served, outside: Path, allowed: Path
+):
+    """CREATE NAMESPACE ... LOCATION outside the allowed locations was
+    accepted, and every table created in it was then refused: refused when
+    set (create or property update), 403 naming the namespace."""
+    created = post(
+        served, "namespaces", {"namespace": ["nsloc"], "properties": {"location": str(outside)}}
+    )
+    assert created.status_code == 403, created.text
+    assert "the location of namespace nsloc" in error_of(created)["message"]
+    assert not served.client().namespace_exists("nsloc")
+    served.client().create_namespace("nsloc")
+    updated = post(
+        served, "namespaces/nsloc/properties", {"updates": {"location": f"file://{outside}/x"}}
+    )
+    assert updated.status_code == 403, updated.text
+    assert "location" not in served.client().load_namespace_properties("nsloc")
+    fine = post(
+        served, "namespaces/nsloc/properties", {"updates": {"location": f"file://{allowed}/ns"}}
+    )
+    assert fine.status_code == 200, fine.text
+    table = served.client().create_table(("nsloc", "t"), SCHEMA)
+    assert table.metadata.location == f"file://{allowed}/ns/t"
+
+
+@pytest.mark.parametrize("key", ["write.data.path", "write.metadata.path"])
+def test_a_write_path_into_another_tables_location_is_refused(served: Served, key: str):
+    """CREATE TABLE ... LOCATION inside table a was refused, but
+    write.data.path set into a's folder was accepted: b's files landed in
+    a's, where a's orphan clean-up (Spark's remove_orphan_files) deleted
+    them. Refused like the location, on create and on commit."""
+    a = new_table(served, "wp", "a" + key.split(".")[1], [1])
+    b = new_table(served, "wp", "b" + key.split(".")[1], [2])
+    inside = f"{a.metadata.location}/data"
+    commit = post(
+        served,
+        f"namespaces/wp/tables/{b.name()[-1]}",
+        change("wp", b.name()[-1], {"action": "set-properties", "updates": {key: inside}}),
+    )
+    assert commit.status_code == 403, commit.text
+    assert f"property {key} of table wp.{b.name()[-1]}" in error_of(commit)["message"]
+    assert f"overlaps the location of table wp.{a.name()[-1]}" in error_of(commit)["message"]
+    assert key not in served.client().load_table(b.name()).properties
+    created = post(
+        served,
+        "namespaces/wp/tables",
+        {"name": "c" + key.split(".")[1], "schema": SCHEMA_JSON, "properties": {key: inside}},
+    )
+    assert created.status_code == 403, created.text
+    # Its own location, or a folder no table holds, is fine.
+    mine = post(
+        served,
+        f"namespaces/wp/tables/{b.name()[-1]}",
+        change(
+            "wp",
+            b.name()[-1],
+            {"action": "set-properties", "updates": {key: f"{b.metadata.location}/elsewhere"}},
+        ),
+    )
+    assert mine.status_code == 200, mine.text
 
 
 def test_a_table_cannot_be_registered_on_another_tables_files(served: Served):
@@ -703,8 +771,41 @@ def test_idle_transactions_are_rolled_back_and_open_ones_are_capped(tmp_path: Pa
         assert again.status_code == 200, again.text
         done = requests.post(f"{inside}/commit", timeout=10)
         assert done.status_code == 404
+        # Says why it is gone, and how to keep one alive.
+        message = str(error_of(done)["message"])
+        assert "rolled back: no request used it for 1 s" in message
+        assert "--transaction-idle-seconds" in message
         assert not client.table_exists(("idle", "t"))
         assert not list(Path(small.warehouse.removeprefix("file://")).glob("idle.db/t/**/*.json"))
+
+
+def test_a_transaction_used_by_its_status_request_is_not_rolled_back_as_idle(tmp_path: Path):
+    """A Spark statement that runs longer than the idle limit sends the
+    catalog nothing meanwhile; olympia.spark's block sends GET /txn/{id}
+    every third of the limit (given by POST /txn), which keeps it open."""
+    from olympia.spark import _KeepAlive
+
+    with serve(tmp_path, transaction_idle_seconds=1.0) as small:
+        client = small.client()
+        client.create_namespace("alive")
+        begun = requests.post(f"{small.uri}/txn", json={}, timeout=10).json()
+        assert begun["idle-seconds"] == 1.0
+        inside = f"{small.uri}/txn/{begun['id']}"
+        status = requests.get(inside, timeout=10)
+        assert status.status_code == 200 and status.json()["id"] == begun["id"]
+        from pyiceberg.catalog import load_catalog
+
+        load_catalog("in", **{"type": "rest", "uri": inside}).create_namespace(("alive", "x"))
+        keep = _KeepAlive(inside, None, begun["idle-seconds"])
+        try:
+            for _ in range(5):  # 2.5 s of a long statement, and other begins checking idleness
+                time.sleep(0.5)
+                assert requests.post(f"{small.uri}/txn", json={}, timeout=10).status_code == 200
+        finally:
+            keep.stop()
+        done = requests.post(f"{inside}/commit", timeout=10)
+        assert done.status_code == 200, done.text
+        assert client.namespace_exists(("alive", "x"))
 
 
 # --- 10. requirements of concurrent plain commits ------------------------------------

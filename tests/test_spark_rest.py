@@ -14,6 +14,7 @@ from pyiceberg.catalog import load_catalog
 
 from olympia import spark as olympia_spark
 from olympia.errors import CommitConflictError, InvalidArgumentError
+from olympia.iceberg import purge
 from olympia.rest import start_background
 from olympia.spark import SparkSetupError
 
@@ -216,6 +217,103 @@ def test_two_spark_sessions_in_conflict_one_refused(spark: Any) -> None:
         with olympia_spark.transaction(other, isolation="serializable"):
             other.sql("UPDATE lake.acct.balance SET amount = amount - 50 WHERE id = 1")
     assert collect(spark, "SELECT amount FROM lake.acct.balance") == [(50,)]
+
+
+def test_drop_purge_leaves_the_files_to_expiration(spark: Any, warehouse: str) -> None:
+    """Iceberg's SparkCatalog deleted a purged table's files from the driver
+    at once: a transaction rolled back, or a catalog rollback, brought back a
+    table whose files were gone. OlympiaSparkCatalog asks the server to
+    purge, which deletes them once no kept version reaches the table."""
+    assert spark.conf.get("spark.sql.catalog.lake") == olympia_spark.CATALOG_CLASS
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.pg")
+    spark.sql("CREATE TABLE lake.pg.keep (id BIGINT) USING iceberg")
+    spark.sql("INSERT INTO lake.pg.keep VALUES (1), (2)")
+
+    class Stop(Exception):
+        pass
+
+    with pytest.raises(Stop), olympia_spark.transaction(spark):
+        spark.sql("DROP TABLE lake.pg.keep PURGE")
+        raise Stop
+    assert collect(spark, "SELECT id FROM lake.pg.keep ORDER BY id") == [(1,), (2,)]
+    before = direct.olympia.version
+    spark.sql("DROP TABLE lake.pg.keep PURGE")
+    assert not direct.table_exists(("pg", "keep"))
+    records = [r for r in purge.records(direct)[0] if r.table == "pg.keep"]
+    assert len(records) == 1  # recorded, nothing deleted yet
+    direct.olympia.rollback_to(before)
+    assert collect(spark, "SELECT id FROM lake.pg.keep ORDER BY id") == [(1,), (2,)]
+
+
+def test_expire_snapshots_inside_a_transaction_is_refused(spark: Any) -> None:
+    """Spark's expire_snapshots deletes the expired snapshots' files as soon
+    as its commit is answered; inside a transaction a rollback then
+    restored snapshots without files, and the table could not be read."""
+    spark.sql("CREATE NAMESPACE lake.ex")
+    spark.sql("CREATE TABLE lake.ex.t (id BIGINT) USING iceberg")
+    for i in range(3):
+        spark.sql(f"INSERT INTO lake.ex.t VALUES ({i})")
+    with pytest.raises(Exception, match="expire_snapshots"), olympia_spark.transaction(spark):
+        spark.sql(
+            "CALL lake.system.expire_snapshots(table => 'ex.t', older_than => TIMESTAMP '9999-12-31 00:00:00', retain_last => 1)"
+        )
+    assert collect(spark, "SELECT id FROM lake.ex.t ORDER BY id") == [(0,), (1,), (2,)]
+    assert collect(spark, "SELECT count(*) FROM lake.ex.t.snapshots") == [(3,)]
+
+
+def _race(spark: Any, statement: str) -> list[str]:
+    """Two SERIALIZABLE transactions, in two sessions, each running
+    ``statement`` (formatted with its name); the second commits first."""
+    other = spark.newSession()
+    out = []
+    try:
+        with olympia_spark.transaction(spark, isolation="serializable"):
+            spark.sql(statement.format(who="A"))
+            try:
+                with olympia_spark.transaction(other, isolation="serializable"):
+                    other.sql(statement.format(who="B"))
+                out.append("B")
+            except CommitConflictError:
+                out.append("B refused")
+        out.append("A")
+    except CommitConflictError as exc:
+        assert exc.rule == "scan-filter-matches", exc
+        out.append("A refused")
+    return out
+
+
+def test_serializable_transactions_that_read_and_append_one_table_do_not_both_commit(
+    spark: Any,
+) -> None:
+    """Each takes max(id) + 1 as its next id, or MERGE-upserts one new key:
+    both committed, and the table held the id twice. Spark reads a table's
+    files itself and tells the server only in its scan report, which the
+    server now records as a read of the whole table."""
+    spark.sql("CREATE NAMESPACE lake.seq")
+    spark.sql("CREATE TABLE lake.seq.ids (id BIGINT, who STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.seq.ids VALUES (1, 'seed')")
+    got = _race(spark, "INSERT INTO lake.seq.ids SELECT max(id) + 1, '{who}' FROM lake.seq.ids")
+    assert got == ["B", "A refused"]
+    assert collect(spark, "SELECT id, who FROM lake.seq.ids ORDER BY id") == [(1, "seed"), (2, "B")]
+    spark.sql("CREATE TABLE lake.seq.kv (id BIGINT, v STRING) USING iceberg")
+    spark.sql("INSERT INTO lake.seq.kv VALUES (1, 'one')")
+    merge = (
+        "MERGE INTO lake.seq.kv t USING (SELECT 7 AS id, '{who}' AS v) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    assert _race(spark, merge) == ["B", "A refused"]
+    assert collect(spark, "SELECT id, v FROM lake.seq.kv ORDER BY id") == [(1, "one"), (7, "B")]
+    # Under SNAPSHOT the same appends both land (no scan is checked).
+    other = spark.newSession()
+    with olympia_spark.transaction(spark, isolation="snapshot"):
+        spark.sql("INSERT INTO lake.seq.ids SELECT max(id) + 1, 'C' FROM lake.seq.ids")
+        with olympia_spark.transaction(other, isolation="snapshot"):
+            other.sql("INSERT INTO lake.seq.ids SELECT max(id) + 1, 'D' FROM lake.seq.ids")
+    assert collect(spark, "SELECT who FROM lake.seq.ids WHERE id = 3 ORDER BY who") == [
+        ("C",),
+        ("D",),
+    ]
 
 
 # --- distributed transactions as namespaces ------------------------------------------

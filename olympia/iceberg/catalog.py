@@ -295,8 +295,11 @@ class OlympiaCatalog(MetastoreCatalog):
         (namespace, name)."""
         return [where for _, _, where in self._tables_by_location(exclude)]
 
-    def check_no_overlap(self, location: str, namespace: str, name: str) -> None:
-        """Refuse normalised ``location`` for table ``namespace.name`` when
+    def check_no_overlap(
+        self, location: str, namespace: str, name: str, what: str = "the location"
+    ) -> None:
+        """Refuse normalised ``location`` (``what`` of table ``namespace.name``:
+        its location, or a ``write.*.path`` property, where its files go) when
         another table's location lies inside it or holds it (spec/rest.md §10).
 
         Raises:
@@ -305,7 +308,7 @@ class OlympiaCatalog(MetastoreCatalog):
         for other_ns, other, where in self._tables_by_location((namespace, name)):
             if overlap(location, where):
                 raise LocationNotAllowedError(
-                    f"the location of table {namespace}.{name} ({location}) overlaps that "
+                    f"{what} of table {namespace}.{name} ({location}) overlaps the location "
                     f"of table {other_ns}.{other} ({where}); the operator can allow it "
                     f"with --allow-overlapping-locations"
                 )

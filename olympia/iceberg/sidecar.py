@@ -43,6 +43,7 @@ class TableRecord:
     scans: tuple[ScanRecord, ...]
     metadata_files: tuple[str, ...]
     reads: MetadataReads = field(default_factory=MetadataReads)
+    reported_scans: tuple[ScanRecord, ...] = ()
 
 
 def location(warehouse: str, txn_id: str) -> str:
@@ -51,6 +52,25 @@ def location(warehouse: str, txn_id: str) -> str:
 
 def _expression(expr: BooleanExpression | None) -> Any:
     return None if expr is None else json.loads(expr.model_dump_json())
+
+
+def _scan(s: ScanRecord) -> dict[str, Any]:
+    return {
+        "row-filter": _expression(s.row_filter),
+        "snapshot-id": s.snapshot_id,
+        "case-sensitive": s.case_sensitive,
+    }
+
+
+def _scans(items: Any) -> tuple[ScanRecord, ...]:
+    return tuple(
+        ScanRecord(
+            _EXPRESSION.validate_python(s["row-filter"]),
+            s.get("snapshot-id"),
+            bool(s.get("case-sensitive", True)),
+        )
+        for s in items
+    )
 
 
 def dump(
@@ -95,15 +115,9 @@ def dump(
                     }
                     for c in t.commits
                 ],
-                "scans": [
-                    {
-                        "row-filter": _expression(s.row_filter),
-                        "snapshot-id": s.snapshot_id,
-                        "case-sensitive": s.case_sensitive,
-                    }
-                    for s in t.scans
-                ],
+                "scans": [_scan(s) for s in t.scans],
                 "metadata-reads": t.reads.to_json(),
+                "reported-scans": [_scan(s) for s in t.reported_scans],
             }
             for t in tables
         ],
@@ -163,14 +177,7 @@ def _table(t: Mapping[str, Any]) -> TableRecord:
         )
         for c in t["commits"]
     )
-    scans = tuple(
-        ScanRecord(
-            _EXPRESSION.validate_python(s["row-filter"]),
-            s.get("snapshot-id"),
-            bool(s.get("case-sensitive", True)),
-        )
-        for s in t["scans"]
-    )
+    scans = _scans(t["scans"])
     return TableRecord(
         str(t["namespace"]),
         str(t["name"]),
@@ -180,4 +187,5 @@ def _table(t: Mapping[str, Any]) -> TableRecord:
         scans,
         tuple(str(f) for f in t.get("metadata-files", ())),
         MetadataReads.from_json(t["metadata-reads"]) if "metadata-reads" in t else MetadataReads(),
+        _scans(t.get("reported-scans", ())),
     )

@@ -26,7 +26,7 @@ from pyiceberg.catalog import (
     MetastoreCatalog,
     PropertiesUpdateSummary,
 )
-from pyiceberg.expressions import BooleanExpression, Or
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression, Or
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
@@ -156,6 +156,13 @@ class TableState:
     metadata_files: list[str] = field(default_factory=list)
     #: What the transaction read of the table's metadata (spec/iceberg.md §8).
     reads: MetadataReads = field(default_factory=MetadataReads)
+    #: Scans an engine reported through REST (note_scan_report): judged with
+    #: the table's content when the transaction writes the table; a table
+    #: only read keeps the core's judgement (its read of the table's key).
+    reported_scans: list[ScanRecord] = field(default_factory=list)
+
+    def all_scans(self) -> list[ScanRecord]:
+        return [*self.scans, *self.reported_scans]
 
 
 class OlympiaTable(Table):
@@ -452,7 +459,9 @@ class TransactionCatalog(MetastoreCatalog):
         for key in WRITE_PATH_PROPERTIES:
             value = metadata.properties.get(key)
             if value is not None and (base is None or base.properties.get(key) != value):
-                policy.check(value, f"property {key} of {what}")
+                path = policy.check(value, f"property {key} of {what}")
+                if not policy.allow_overlap:  # its files would be another table's
+                    self._tx.owner.check_no_overlap(path, namespace, name, f"property {key}")
         known = set() if base is None else {s.snapshot_id for s in base.snapshots}
         for snapshot in metadata.snapshots:
             if snapshot.snapshot_id in known:
@@ -519,6 +528,33 @@ class TransactionCatalog(MetastoreCatalog):
         if recorded.size() != before:
             self._tx.save_state()
 
+    def note_scan_report(self, identifier: Identifier, snapshot_id: int) -> None:
+        """A scan an engine reported (the REST ``ScanReport`` of Spark, say,
+        which reads a table's files itself): under SERIALIZABLE, recorded as
+        a scan of the whole table, since a report's filter has its values
+        replaced by placeholders (Iceberg sanitizes them) and so cannot tell
+        which rows it matched; a conflict it causes is at worst one too many.
+        It is judged only if the transaction writes the table (its rebase
+        checks it); a table only read stays under the core's rules, which
+        may serialize the transaction before the one that changed it.
+        A scan of another snapshot than the table's current one in this
+        transaction (time travel, a branch) reads rows that never change:
+        not recorded. Nothing is recorded under SNAPSHOT, which checks no
+        scans."""
+        if self._tx.isolation != "serializable":
+            return
+        try:
+            table = self.load_table(identifier)
+        except ice.NoSuchTableError:
+            return
+        if table.metadata.current_snapshot_id != snapshot_id:
+            return
+        namespace, name = names.table_name(identifier)
+        state = self._tx._state(namespace, name, self._location(namespace, name))
+        if not state.reported_scans:  # one whole-table scan says all the others say
+            state.reported_scans.append(ScanRecord(AlwaysTrue(), None, True))
+            self._tx.save_state()
+
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
         """Record a scan of a table loaded through this catalog."""
         namespace, name = names.table_name(identifier)
@@ -541,6 +577,7 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> None:
         ns = names.namespace_name(namespace)
         props = dict(properties or {}) or dict(MINIMAL_NAMESPACE_PROPERTIES)  # None: none given
+        self._check_namespace_location(ns, props)
         if not self._txn.namespace_exists(ns) and self._children(ns):
             # It exists already, implicitly (§3): namespace_exists says so,
             # and SqlCatalog refuses it; update_namespace_properties sets
@@ -608,6 +645,7 @@ class TransactionCatalog(MetastoreCatalog):
     ) -> PropertiesUpdateSummary:
         ns = names.namespace_name(namespace)
         updates = dict(updates or {})  # None: nothing to set
+        self._check_namespace_location(ns, updates)
         current = self.load_namespace_properties(namespace)
         summary, _ = self._get_updated_props_and_update_summary(current, removals, updates)
         with translate_errors():
@@ -649,6 +687,19 @@ class TransactionCatalog(MetastoreCatalog):
         self._tx._state(namespace, name, location)
         metadata = self._tx.owner.read_metadata(location)
         return self._table(names.identifier(namespace, name), location, metadata)
+
+    def _check_namespace_location(self, ns: str, properties: Properties) -> None:
+        """A namespace's ``location`` is where its tables go by default: it
+        must be a location the catalog accepts (refused when set, rather than
+        at every table created in it later).
+
+        Raises:
+            LocationNotAllowedError
+        """
+        if LOCATION in properties:
+            self._tx.owner.locations.check(
+                str(properties[LOCATION]), f"the location of namespace {ns}"
+            )
 
     def _default_location(self, namespace: str, name: str) -> str:
         props = self.load_namespace_properties(names.namespace_levels(namespace))
@@ -1244,7 +1295,12 @@ class IcebergMerge:
             if not state.commits:
                 if tx.isolation == "serializable":
                     check = functools.partial(
-                        self._check_reads, io, table, base, scans=state.scans, reads=state.reads
+                        self._check_reads,
+                        io,
+                        table,
+                        base,
+                        scans=state.all_scans(),
+                        reads=state.reads,
                     )
                     try:
                         check(theirs, version)
@@ -1261,7 +1317,7 @@ class IcebergMerge:
                     state.commits,
                     theirs,
                     isolation=tx.isolation,
-                    scans=state.scans,
+                    scans=state.all_scans(),
                     reads=state.reads,
                     version=version,
                     # The committed file the result follows joins its log, as
@@ -1270,7 +1326,13 @@ class IcebergMerge:
                 )
             except CommitConflictException as exc:
                 again = functools.partial(
-                    self._trial_rebase, io, table, base, state.commits, state.scans, state.reads
+                    self._trial_rebase,
+                    io,
+                    table,
+                    base,
+                    state.commits,
+                    state.all_scans(),
+                    state.reads,
                 )
                 raise self._culprit(exc, (namespace, name), version, again) from None
             except NotImplementedError:  # an olympia without the rebase engine
@@ -1538,6 +1600,7 @@ class IcebergTransaction:
                 list(record.scans),
                 metadata_files=list(record.metadata_files),
                 reads=record.reads,
+                reported_scans=list(record.reported_scans),
             )
             self._tables[key] = state
             now = staged.get(key, record.base_location)
@@ -1607,6 +1670,7 @@ class IcebergTransaction:
                 tuple(state.scans),
                 tuple(state.metadata_files),
                 state.reads,
+                tuple(state.reported_scans),
             )
             for (namespace, name), state in self._tables.items()
         ]

@@ -360,10 +360,10 @@ class Job:
     # --- Spark -----------------------------------------------------------------------
 
     def spark_conf(self) -> dict[str, str]:
-        from olympia.spark import runtime_jar
+        from olympia.spark import spark_jars
 
         conf: dict[str, str] = {"spark.default.parallelism": "2"}
-        jars = [runtime_jar(), *self.options.spark_jars]
+        jars = [*spark_jars(), *self.options.spark_jars]
         for jar in self.options.spark_jars:
             if not Path(jar).is_file():
                 raise JobError(f"--spark-jars: no such file {jar}")

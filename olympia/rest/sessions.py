@@ -10,6 +10,7 @@ writes the others made.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import threading
@@ -148,6 +149,9 @@ def no_such(txn_id: str, detail: str = "is not open") -> RestError:
     return RestError(404, "NoSuchTransactionException", f"transaction {txn_id!r} {detail}")
 
 
+#: How many ids of transactions rolled back for being idle are remembered.
+_IDLED_KEPT = 1000
+
 #: How long a transaction begun with ``POST /txn`` may stay idle before the
 #: server rolls it back, and how many may be open at once (spec/rest.md §8).
 DEFAULT_IDLE_SECONDS = 900.0
@@ -192,6 +196,9 @@ class OpenTransactions:
         #: Per id: the lock that lets one request at a time work on it, and
         #: how many requests hold or wait for it (the entry goes at zero).
         self._locks: dict[str, list[Any]] = {}
+        #: The ids most recently rolled back for being idle, so that a later
+        #: request for one says why it is gone (bounded).
+        self._idled: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def _olympia(self) -> OlympiaCatalog:
         if not isinstance(self.catalog, OlympiaCatalog):
@@ -231,6 +238,24 @@ class OpenTransactions:
                 with contextlib.suppress(Exception):  # a failed rollback still ends it
                     txn.rollback()
                 self._forget(txn_id)
+                with self._lock:
+                    self._idled[txn_id] = None
+                    while len(self._idled) > _IDLED_KEPT:
+                        self._idled.popitem(last=False)
+
+    def _gone(self, txn_id: str) -> RestError:
+        """404 for a transaction that is not open, saying so when the server
+        rolled it back for being idle."""
+        with self._lock:
+            idled = txn_id in self._idled
+        if idled:
+            return no_such(
+                txn_id,
+                f"was rolled back: no request used it for {self.idle_seconds:g} s (olympia serve "
+                f"--transaction-idle-seconds); a statement that runs longer needs a keep-alive "
+                f"(GET /txn/{{id}}, as olympia.spark.transaction sends) or a longer limit",
+            )
+        return no_such(txn_id)
 
     def begin(
         self,
@@ -323,7 +348,7 @@ class OpenTransactions:
         try:
             return catalog.resume(txn_id)
         except (oe.TransactionNotFoundError, oe.TransactionExpiredError, oe.InvalidArgumentError):
-            raise no_such(txn_id) from None
+            raise self._gone(txn_id) from None
         except oe.OlympiaError as exc:  # e.g. storage failed: not the client's fault
             raise classify(exc) from exc
 

@@ -12,7 +12,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import StagedTable, Table
 from pyiceberg.table.metadata import TableMetadataV1
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import AssertCreate
+from pyiceberg.table.update import AssertCreate, RemoveSnapshotsUpdate
 from pyiceberg.typedef import Identifier
 
 from olympia.rest.errors import RestError, bad_request, not_found
@@ -51,11 +51,32 @@ def _placeholder(catalog: Catalog, identifier: Identifier) -> Table:
 
 
 def commit_one(
-    catalog: Catalog, target: Any, identifier: Identifier, change: CommitTableRequest
+    catalog: Catalog,
+    target: Any,
+    identifier: Identifier,
+    change: CommitTableRequest,
+    *,
+    open_transaction: bool = False,
 ) -> Any:
-    """Apply one table change through ``target`` (the catalog or a transaction)."""
+    """Apply one table change through ``target`` (the catalog, a transaction
+    of one request, or, with ``open_transaction``, a transaction open across
+    requests: ``/txn/{id}/`` or ``sys.dtxns.<id>``).
+
+    Raises:
+        RestError: 400, a change that removes snapshots inside an open
+            transaction (spec/rest.md §8).
+    """
     requirements = tuple(change.requirements)
     updates = tuple(change.updates)
+    if open_transaction and any(isinstance(u, RemoveSnapshotsUpdate) for u in updates):
+        # Spark's expire_snapshots deletes the snapshots' files as soon as
+        # this commit is answered; a rollback would then bring them back
+        # without their files.
+        raise bad_request(
+            f"removing snapshots of {'.'.join(identifier)} (expire_snapshots) is refused inside a "
+            f"transaction: the client deletes their files at once, and a rollback would restore "
+            f"snapshots whose files are gone; run it outside the transaction"
+        )
     try:
         table = target.load_table(identifier)
     except NoSuchTableError:
@@ -63,6 +84,10 @@ def commit_one(
             raise
         table = _placeholder(catalog, identifier)
     return target.commit_table(table, requirements, updates)
+
+
+PARQUET_CODEC = "write.parquet.compression-codec"
+PARQUET_CODEC_DEFAULT = "zstd"
 
 
 @router.get("/namespaces/{namespace}/tables")
@@ -93,6 +118,9 @@ def create_table(
     name = check_level("table name", request.name)
     spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
     order = request.write_order or UNSORTED_SORT_ORDER
+    # Iceberg's own catalogs store zstd as a new table's Parquet codec (since
+    # Iceberg 1.4; its Java writers default to gzip for a table without it).
+    properties = {PARQUET_CODEC: PARQUET_CODEC_DEFAULT, **(request.properties or {})}
     with s.route(levels) as (cat, rest, _):
         identifier = (*rest, name)
         if request.stage_create:
@@ -110,11 +138,11 @@ def create_table(
                 request.location,
                 spec,
                 order,
-                request.properties,
+                properties,
             )._table
             return load_result(staged.metadata, None)
         table = cat.create_table(
-            identifier, request.table_schema, request.location, spec, order, request.properties
+            identifier, request.table_schema, request.location, spec, order, properties
         )
     return load_result(table.metadata, table.metadata_location)
 
@@ -175,7 +203,9 @@ def commit_table(
         if named != identifier:
             raise bad_request(f"the body names table {named!r}, the path {identifier!r}")
     with s.route(identifier[:-1]) as (cat, rest, _):
-        response = commit_one(s.root, cat, (*rest, identifier[-1]), request)
+        response = commit_one(
+            s.root, cat, (*rest, identifier[-1]), request, open_transaction=cat is not s.root
+        )
     return load_result(response.metadata, response.metadata_location)
 
 
@@ -204,7 +234,15 @@ def report_metrics(
     report: ReportMetricsRequest,
     s: Scope = Depends(resolve),
 ) -> Response:
-    table_identifier(namespace, table)
+    identifier = table_identifier(namespace, table)
+    if report.report_type == "scan-report":
+        # Inside a SERIALIZABLE transaction an engine's scan is a read the
+        # commit must check (spec/rest.md §8): Spark reads a table through
+        # its files and says so only in this report.
+        with s.route(identifier[:-1]) as (cat, rest, _):
+            note = getattr(cat, "note_scan_report", None)
+            if note is not None:
+                note((*rest, identifier[-1]), report.snapshot_id)
     return Response(status_code=204)
 
 

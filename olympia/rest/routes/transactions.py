@@ -43,5 +43,7 @@ def commit_transaction(request: CommitTransactionRequest, s: Scope = Depends(res
         raise bad_request("table-changes name tables inside and outside a transaction")
     with s.route(changes[0][0][:-1]) as (cat, _, pre), s.atomic(cat, info) as txn:
         for identifier, change in changes:
-            commit_one(s.root, txn, identifier[len(pre) :], change)
+            commit_one(
+                s.root, txn, identifier[len(pre) :], change, open_transaction=cat is not s.root
+            )
     return Response(status_code=204)

@@ -26,8 +26,29 @@ def begin(
     info = checked_commit_info(request.message, request.author, request.properties)
     txn = sessions.begin(request.isolation, distributed=request.distributed, info=info)
     return json_response(
-        {"id": txn.id, "isolation": txn.isolation, "begin-version": txn.begin_version}
+        {
+            "id": txn.id,
+            "isolation": txn.isolation,
+            "begin-version": txn.begin_version,
+            "idle-seconds": sessions.idle_seconds,
+        }
     )
+
+
+@router.get(TXN_ROOT)
+@errors()
+def status(txn_id: str, sessions: OpenTransactions = Depends(open_transactions)) -> Response:
+    """The transaction, open: a request that uses it, so a client whose
+    statement runs long keeps it from being rolled back as idle."""
+    with sessions.using(txn_id) as txn:
+        return json_response(
+            {
+                "id": txn.id,
+                "isolation": txn.isolation,
+                "begin-version": txn.begin_version,
+                "idle-seconds": sessions.idle_seconds,
+            }
+        )
 
 
 @router.get("/txn")
