@@ -22,6 +22,11 @@ missing=""
 for p in junit5 libassertj-core-java librsvg2-bin; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
+# olympia.spark compiles its Spark catalog class (olympia/java/) with javac:
+# a JDK, not only a Java runtime.
+if ! command -v javac >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/javac" ]; then
+  missing="$missing openjdk-17-jdk-headless"
+fi
 if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "setup: apt-get install$missing" >&2
   apt-get install -y -qq $missing >/dev/null 2>&1 \
