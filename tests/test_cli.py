@@ -39,6 +39,25 @@ def test_console_script_is_installed() -> None:
     assert SCRIPT.exists(), f"{SCRIPT} missing: reinstall the project (pip install -e .)"
 
 
+def test_common_options_may_come_before_the_command(tmp_path: Path) -> None:
+    """``olympia -w LAKE ls`` (as git -C, kubectl -n) was a usage error
+    saying that ``LAKE`` was no command; given on both sides, the one after
+    the command wins."""
+    lake = str(tmp_path / "lake")
+    assert run("-w", lake, "init").returncode == 0
+    listed = run("--json", "-w", lake, "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["version"] == 0
+    with_option = run("-o", "s3.region=eu-west-1", "-w", lake, "ls", "--json")
+    assert with_option.returncode == 0, with_option.stderr
+    later_wins = run("-w", str(tmp_path / "nothing"), "ls", "-w", lake)
+    assert later_wins.returncode == 0, later_wins.stderr
+    missing = run("-w", str(tmp_path / "nothing"), "ls")
+    assert missing.returncode == 2 and "no olympia catalog" in missing.stderr
+    bad = run("-o", "s3.colour=red", "-w", lake, "ls")
+    assert bad.returncode == 2 and "s3.colour" in bad.stderr
+
+
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
     """A catalog with a few versions: namespaces, tables, a view, a rebased commit."""

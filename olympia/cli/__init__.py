@@ -86,11 +86,18 @@ def _common_options(nested: bool = False) -> Parser:
     return common
 
 
+#: The values of the common options (:func:`_common_options`) not given.
+COMMON_DEFAULTS: dict[str, Any] = {"warehouse": None, "storage_option": None, "json": False}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``olympia`` parser: the top level, then one subparser per entry of
     :data:`COMMANDS`, which declares its own arguments."""
     parser = Parser(
         prog="olympia",
+        # The options every command takes may come before the command too
+        # (olympia -w /data/lake ls); given after it, they win.
+        parents=[_common_options(nested=True)],
         description=textwrap.dedent(
             """\
             Inspect, repair and maintain an olympia catalog: a lakehouse catalog that
@@ -113,11 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    common, nested = _common_options(), _common_options(nested=True)
+    # Every level leaves an option it was not given unset (argparse copies
+    # a subparser's defaults over what the level above parsed); main() fills
+    # in the defaults once everything is parsed.
+    nested = _common_options(nested=True)
     for command in COMMANDS:
         p = sub.add_parser(
             command.name,
-            parents=[common],
+            parents=[nested],
             help=command.help,
             description=command.help,
             epilog=examples_epilog(*command.examples),
@@ -166,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
         _fail(Out("--json" in argv), EXIT_USAGE, str(exc), exc.usage)
+    for name, default in COMMON_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
     out = Out(bool(getattr(args, "json", False)))
     try:
         return int(args.fn(args, out))
