@@ -18,6 +18,7 @@ from olympia.errors import (
     CorruptCatalogError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
+    VersionExpiredError,
     VersionNotFoundError,
 )
 from olympia.layout import MAX_VERSION
@@ -106,6 +107,10 @@ class Catalog:
         for v in range(start, self.version + 1):
             try:
                 out.append(maintenance.version_info(self._store, self._store.load_root(v)))
+            except VersionExpiredError:
+                # A marker proves the version was expired, whatever vn/oldest
+                # says (a floor file lost or rewritten is fsck's to report).
+                continue
             except VersionNotFoundError:
                 if v >= self.oldest_version:
                     raise  # not expired meanwhile: really missing

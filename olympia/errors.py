@@ -58,6 +58,11 @@ class VersionNotFoundError(OlympiaError):
     """The requested catalog version does not exist or has been expired."""
 
 
+class VersionExpiredError(VersionNotFoundError):
+    """The requested catalog version was expired: its root file is an
+    expired-root marker, which only expiration writes (spec/format.md §2.3)."""
+
+
 class InvalidArgumentError(OlympiaError, ValueError):
     """An argument of a public call has a bad value; the message names it.
 

@@ -1234,6 +1234,17 @@ class FileCheck:
         return self.ok and not self.orphans and not self.awaiting_expiration
 
 
+def _root_version(path: str) -> int | None:
+    """The version whose root file ``path`` is, or None for another file."""
+    folder, _, name = path.partition("/")
+    if folder != layout.VERSION_DIR:
+        return None
+    try:
+        return layout.parse_version_file_name(name)
+    except CorruptCatalogError:
+        return None
+
+
 def check_files(store: CatalogStore) -> FileCheck:
     """Verify that every file the kept versions, pins and open distributed
     transactions need is present and undamaged (content digest, checksum and
@@ -1269,6 +1280,23 @@ def check_files(store: CatalogStore) -> FileCheck:
             kept.missing.append(path)
             continue
         if path.startswith(f"{layout.VERSION_DIR}/") and layout.is_expired_root(data):
+            version = _root_version(path)
+            if version is not None and version >= floor:
+                # Only expiration writes markers, after a floor above them:
+                # the floor file was lost or rewritten by hand.
+                whole = [r.version for r in kept.roots if r.version > version]
+                damaged.append(
+                    f"{path}: version {version} was expired (an expired-root marker) although "
+                    f"{layout.OLDEST_FLOOR} names {floor} as the oldest kept version: the floor "
+                    f"file was lost or rewritten"
+                    + (
+                        f"; the oldest version above it whose root is whole is {min(whole)} "
+                        f"(write {min(whole)} to {layout.OLDEST_FLOOR})"
+                        if whole
+                        else ""
+                    )
+                )
+                continue
             kept.missing.append(path)  # a pinned or inline-node-carrying root that was expired
             continue
         checked += 1

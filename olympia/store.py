@@ -55,6 +55,7 @@ from olympia.errors import (
     StorageError,
     StorageFileExistsError,
     StorageFileNotFoundError,
+    VersionExpiredError,
     VersionNotFoundError,
 )
 from olympia.node import ChildRef, DefRef, Node, Value
@@ -627,7 +628,7 @@ class CatalogStore:
         """
         path = layout.root_path(version)
         if layout.is_expired_root(data):
-            raise VersionNotFoundError(
+            raise VersionExpiredError(
                 f"version {version} was expired (its root file is an expired-root marker)"
             )
         nf = decode_node(data, path)

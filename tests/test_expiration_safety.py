@@ -33,6 +33,7 @@ from olympia.errors import (
     OlympiaError,
     StorageError,
     TransactionNotFoundError,
+    VersionExpiredError,
     VersionNotFoundError,
 )
 from olympia.storage import MemoryStorage, Storage, open_storage
@@ -841,3 +842,34 @@ def test_a_rollback_never_publishes_a_tree_expiration_took_apart(tmp_path, damag
     # A kept version is restored as before.
     assert again.rollback_to(6) == before + 1
     assert again.latest().describe_table("ns", "big0000").metadata_location == "s3://x/new0"
+
+
+def test_a_lost_floor_file_leaves_history_readable_and_fsck_says_what_to_write(tmp_path):
+    """``vn/oldest`` lost (read as floor 0): history() raised
+    VersionNotFoundError at version 0, an expired-root marker, so ``olympia
+    log`` could not run, and fsck listed the markers as missing files. A
+    marker proves its version was expired, whatever the floor file says:
+    history lists the versions whose roots are whole, and fsck names the
+    damage and the floor to write back."""
+    lake = tmp_path / "c"
+    cat = olympia.create_catalog(str(lake))
+    for i in range(5):
+        with cat.transaction() as t:
+            t.create_namespace(f"n{i}")
+    assert (
+        cat.expire_versions(keep_last=2, grace_seconds=0, allow_short_grace=True).oldest_version
+        == 4
+    )
+    (lake / "vn" / "oldest").unlink()
+    damaged = olympia.load_catalog(str(lake))
+    assert damaged.oldest_version == 0
+    assert [v.version for v in damaged.history()] == [4, 5]
+    with pytest.raises(VersionExpiredError, match="version 2 was expired"):
+        damaged.at_version(2)
+    check = damaged.fsck()
+    assert not check.ok and check.missing == ()
+    assert len(check.damaged) == 4  # versions 0 to 3
+    assert all("the floor file was lost or rewritten" in d for d in check.damaged)
+    assert "write 4 to vn/oldest" in check.damaged[0]
+    (lake / "vn" / "oldest").write_text("4")
+    assert olympia.load_catalog(str(lake)).fsck().ok
