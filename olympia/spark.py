@@ -250,6 +250,8 @@ def session(
         raise SparkSetupError(
             f"pyspark is not installed: pip install 'olympia[spark]' ({exc})"
         ) from exc
+    if uri is not None:
+        _check_server(uri)
     if uri is None:
         assert warehouse is not None
         from olympia.rest.server import start_background
@@ -279,6 +281,29 @@ def session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _check_server(uri: str) -> None:
+    """Whether an HTTP server answers at ``uri`` (any answer, 401 included),
+    before Spark starts: otherwise its first statement fails with a Java
+    stack trace whose cause is far down.
+
+    Raises:
+        SparkSetupError: nothing answers (refused, unknown host, timeout).
+    """
+    url = f"{uri.rstrip('/')}/v1/config"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            response.read()
+    except urllib.error.HTTPError:
+        return  # a server answered (a token may be needed: Spark sends it)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SparkSetupError(
+            f"no Iceberg REST server answers at {uri} ({reason}): start one with "
+            f"`olympia serve --warehouse <folder or s3://...> --port <port>`, or call "
+            f"olympia.spark.session(warehouse=...) to start one in this process"
+        ) from None
 
 
 # --- transactions from PySpark ---------------------------------------------------

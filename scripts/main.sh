@@ -5,10 +5,11 @@
 # Needs Python 3.10+ and Java 17 (or 11); installs the rest into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The spark extra, unless .venv already has a larger set (the test suite's).
+# The spark and s3 extras (--warehouse s3://... needs s3fs), unless .venv
+# already has a larger set (the test suite's).
 extras=${OLYMPIA_EXTRAS:-}
 if [ -z "$extras" ]; then
-  extras=spark
+  extras=spark,s3
   if [ -f .venv/.olympia-installed ]; then
     case "$(cut -d' ' -f2 .venv/.olympia-installed)" in
       test|dev|bench) extras=$(cut -d' ' -f2 .venv/.olympia-installed) ;;

@@ -268,6 +268,20 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     ):
         res = run(command, "--help")
         assert res.returncode == 0 and "examples:" in res.stdout, command
+    for action in ("list", "show", "rollback"):  # the actions below a command too
+        res = run("txn", action, "--help")
+        assert res.returncode == 0 and "examples:" in res.stdout, action
+    assert "full (default): every kept version" in run("export", "--help").stdout
+
+
+def test_an_object_missing_at_an_older_version_says_which_version(lake: str) -> None:
+    """finance.ledger was created by version 2: read as of version 1, the
+    message named no version and read as a wrong name."""
+    res = run("show", "table", "finance.ledger", "--version", "1", warehouse=lake)
+    assert res.returncode == 2
+    assert "finance.ledger does not exist at version 1" in res.stderr
+    res = run("show", "table", "finance.nope", warehouse=lake)
+    assert res.returncode == 2 and "does not exist" in res.stderr and "at version" not in res.stderr
 
 
 def test_damaged_root_is_exit_3(tmp_path: Path) -> None:
@@ -560,6 +574,36 @@ def test_serve_says_when_it_cannot_listen(tmp_path: Path) -> None:
     res = run("serve", "--host", "nosuchhost.invalid", "--port", "8199", warehouse=uri)
     assert res.returncode == 2 and "cannot listen on nosuchhost.invalid:8199" in res.stderr
     assert "ERROR:" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_serve_says_where_it_listens_and_a_busy_port_makes_no_catalog(tmp_path: Path) -> None:
+    """uvicorn, given a bound socket, never said where it listened; and a
+    port in use still left a new catalog behind."""
+    import socket
+
+    fresh = tmp_path / "fresh"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        res = run("serve", "--port", str(taken.getsockname()[1]), warehouse=str(fresh))
+    assert res.returncode == 2, res.stderr
+    assert not fresh.exists()  # nothing made
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
+    server = subprocess.Popen(
+        [*command, "serve", "-w", str(fresh), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        assert f"the catalog at {fresh} on http://127.0.0.1:{port}" in line, line
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 def test_commands_refuse_catalogs_that_end_with_the_command(lake: str) -> None:

@@ -365,3 +365,19 @@ def test_an_endpoint_that_never_answers_fails_a_read_after_a_few_attempts() -> N
         listener.close()
         for conn in held:
             conn.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("region", "s3.region"),
+        ("endpoint", "s3.endpoint"),
+        ("access_key_id", "s3.access-key-id"),
+        ("cache_regionz", "cache_regions"),
+    ],
+)
+def test_an_unknown_option_suggests_the_name_meant(given: str, meant: str) -> None:
+    """``region`` suggested s3fs's ``cache_regions``; PyIceberg's
+    ``s3.region`` is what a user of these names means."""
+    with pytest.raises(olympia.InvalidArgumentError, match=f"did you mean '{meant}'"):
+        olympia.load_catalog("s3://bucket/x", storage_options={given: "x"})

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from iceberg_helpers import ids_of, olympia_catalog, rows
 from pyiceberg.catalog import load_catalog
@@ -385,6 +386,36 @@ def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(SparkSetupError, match="Java"):
         olympia_spark.session(uri="http://127.0.0.1:1")
+
+
+def test_a_session_on_a_server_that_is_not_there_says_so_before_spark_starts() -> None:
+    """Spark started (about 14 s) and its first statement failed with a Java
+    stack trace whose cause, connection refused, was far down."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(
+        SparkSetupError, match=f"no Iceberg REST server answers at http://127.0.0.1:{port}"
+    ):
+        olympia_spark.session(uri=f"http://127.0.0.1:{port}")
+
+
+def test_a_server_started_for_a_relative_warehouse_uses_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session(warehouse="lake"), as the README shows it, failed: the relative
+    folder was refused as an allowed location, after the catalog was made."""
+    monkeypatch.chdir(tmp_path)
+    server = start_background("lake")
+    try:
+        client = load_catalog("r", **{"type": "rest", "uri": server.uri})
+        client.create_namespace("rel")
+        table = client.create_table(("rel", "t"), pa.schema([("id", pa.int64())]))
+        assert table.metadata.location == str(tmp_path / "lake" / "rel.db" / "t")
+    finally:
+        server.stop()
 
 
 def test_session_needs_one_of_warehouse_and_uri() -> None:

@@ -190,7 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except CliError as exc:
         _fail(out, EXIT_USAGE, str(exc))
-    except (InvalidArgumentError, NoSuchObjectError, ObjectAlreadyExistsError) as exc:
+    except NoSuchObjectError as exc:
+        version = getattr(args, "version", None)
+        # Read as of an older version, "does not exist" alone reads as a wrong name.
+        suffix = f" at version {version}" if isinstance(version, int) else ""
+        _fail(out, EXIT_USAGE, f"{exc}{suffix}")
+    except (InvalidArgumentError, ObjectAlreadyExistsError) as exc:
         _fail(out, EXIT_USAGE, str(exc))
     except olympia.CatalogNotFoundError as exc:
         _fail(out, EXIT_USAGE, f"{exc} (create one with `olympia init`)")

@@ -302,7 +302,13 @@ ROLLBACK = Command(
 def _export_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("target", nargs="?", metavar="TARGET")
-    p.add_argument("--mode", choices=("full", "minimal"), default="full")
+    p.add_argument(
+        "--mode",
+        choices=("full", "minimal"),
+        default="full",
+        help="full (default): every kept version, with the files they reach; minimal: only "
+        "the latest version, written afresh (the tables' data files are never copied)",
+    )
     p.add_argument("--drop", action="store_true", help="unpin the export NAME")
 
 

@@ -12,6 +12,7 @@ from olympia.cli.base import (
     EXIT_OK,
     Command,
     Out,
+    examples_epilog,
     iso_time,
     open_catalog,
 )
@@ -84,11 +85,31 @@ def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:
 def _txn_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     tsub = p.add_subparsers(dest="txn_command", metavar="ACTION")
     tsub.required = True
-    tl = tsub.add_parser("list", parents=[common], help="open distributed transactions")
+    tl = tsub.add_parser(
+        "list",
+        parents=[common],
+        help="open distributed transactions",
+        description="List the open distributed transactions (id, isolation, begin version, "
+        "expiry).",
+        epilog=examples_epilog("olympia txn list", "olympia txn list --all --json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     tl.add_argument("--all", action="store_true", help="include expired ones not yet removed")
-    for action in ("show", "rollback"):
-        tp = tsub.add_parser(action, parents=[common], help=f"{action} one transaction")
-        tp.add_argument("id")
+    for action, what, example in (
+        ("show", "Show one distributed transaction: its state and staged actions.", "show"),
+        ("rollback", "Roll back one distributed transaction (nothing is published).", "rollback"),
+    ):
+        tp = tsub.add_parser(
+            action,
+            parents=[common],
+            help=f"{action} one transaction",
+            description=what,
+            epilog=examples_epilog(
+                f"olympia txn {example} 0f3c2a...", f"olympia txn {example} 0f3c2a... --json"
+            ),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        tp.add_argument("id", help="the transaction's id (olympia txn list shows them)")
 
 
 TXN = Command(

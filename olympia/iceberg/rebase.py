@@ -125,6 +125,18 @@ class ScanRecord:
     row_filter: BooleanExpression = field(default_factory=AlwaysTrue)
     snapshot_id: int | None = None
     case_sensitive: bool = True
+    #: Who reported the scan when its filter is not known ("" for a scan
+    #: made through PyIceberg, whose filter is ``row_filter``).
+    reported_by: str = ""
+
+    def described(self) -> str:
+        """The scan in words, for conflict messages."""
+        if self.reported_by:
+            return (
+                f"a scan {self.reported_by} reported (its filter is not known, so it counts as "
+                f"reading every row)"
+            )
+        return f"a scan with filter {to_sql(self.row_filter)}"
 
 
 @dataclass(frozen=True)
@@ -236,7 +248,7 @@ def check_scans(
                     table,
                     version,
                     "scan-filter-matches",
-                    f"snapshot {start} that a scan with filter {to_sql(scan.row_filter)} read is no longer "
+                    f"snapshot {start} that {scan.described()} read is no longer "
                     f"in the history of the main branch (now at snapshot {head})",
                 )
             by_start[start] = snapshot_changes(
@@ -251,8 +263,12 @@ def check_scans(
                     version,
                     "scan-filter-matches",
                     f"{what} {changed.file.file_path} by snapshot {changed.snapshot_id} "
-                    f"({changed.operation.value}) can match the filter {to_sql(scan.row_filter)} of a scan "
-                    f"of snapshot {start}",
+                    f"({changed.operation.value}) can match "
+                    + (
+                        f"{scan.described()}, of snapshot {start}"
+                        if scan.reported_by
+                        else f"the filter {to_sql(scan.row_filter)} of a scan of snapshot {start}"
+                    ),
                 )
 
 

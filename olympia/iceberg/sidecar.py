@@ -55,11 +55,14 @@ def _expression(expr: BooleanExpression | None) -> Any:
 
 
 def _scan(s: ScanRecord) -> dict[str, Any]:
-    return {
+    out = {
         "row-filter": _expression(s.row_filter),
         "snapshot-id": s.snapshot_id,
         "case-sensitive": s.case_sensitive,
     }
+    if s.reported_by:
+        out["reported-by"] = s.reported_by
+    return out
 
 
 def _scans(items: Any) -> tuple[ScanRecord, ...]:
@@ -68,6 +71,7 @@ def _scans(items: Any) -> tuple[ScanRecord, ...]:
             _EXPRESSION.validate_python(s["row-filter"]),
             s.get("snapshot-id"),
             bool(s.get("case-sensitive", True)),
+            str(s.get("reported-by", "")),
         )
         for s in items
     )

@@ -552,7 +552,7 @@ class TransactionCatalog(MetastoreCatalog):
         namespace, name = names.table_name(identifier)
         state = self._tx._state(namespace, name, self._location(namespace, name))
         if not state.reported_scans:  # one whole-table scan says all the others say
-            state.reported_scans.append(ScanRecord(AlwaysTrue(), None, True))
+            state.reported_scans.append(ScanRecord(AlwaysTrue(), None, True, "the engine"))
             self._tx.save_state()
 
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -34,7 +35,11 @@ def open_catalog(
     the REST server serves it to clients it does not trust (spec/rest.md §10):
     every location a client names must lie under the warehouse or one of
     ``allowed_locations``, and table locations may not overlap unless
-    ``allow_overlapping_locations``."""
+    ``allow_overlapping_locations``. A relative folder is taken from the
+    working folder, as an absolute path: the table locations the server
+    hands to clients must not depend on where it runs."""
+    if "://" not in warehouse and warehouse.strip() and not os.path.isabs(warehouse):
+        warehouse = os.path.abspath(warehouse)
     guarded = {
         "allowed-locations": ",".join([warehouse, *allowed_locations]),
         "allow-overlapping-locations": "true" if allow_overlapping_locations else "false",
@@ -160,22 +165,9 @@ def serve(
         ValueError: a setting is refused, or ``host``:``port`` cannot be
             listened on (in use, a host that does not resolve).
     """
-    catalog = open_catalog(
-        warehouse,
-        properties,
-        allowed_locations=allowed_locations,
-        allow_overlapping_locations=allow_overlapping_locations,
-    )
-    app = create_app(
-        catalog,
-        prefix=prefix,
-        token=token,
-        max_body_bytes=max_body_bytes,
-        transaction_idle_seconds=transaction_idle_seconds,
-        max_open_transactions=max_open_transactions,
-    )
-    # Bound here, so that a port in use or a host that does not resolve is
-    # an error naming them (uvicorn would log its own and exit 3).
+    # Bound first, so that a port in use or a host that does not resolve is
+    # an error naming them (uvicorn would log its own and exit 3), and
+    # leaves no new catalog behind.
     try:
         family, _, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, socket.SOCK_STREAM, proto)
@@ -187,4 +179,30 @@ def serve(
     except OSError as exc:
         sock.close()
         raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        catalog = open_catalog(
+            warehouse,
+            properties,
+            allowed_locations=allowed_locations,
+            allow_overlapping_locations=allow_overlapping_locations,
+        )
+        app = create_app(
+            catalog,
+            prefix=prefix,
+            token=token,
+            max_body_bytes=max_body_bytes,
+            transaction_idle_seconds=transaction_idle_seconds,
+            max_open_transactions=max_open_transactions,
+        )
+    except BaseException:
+        sock.close()
+        raise
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    # uvicorn, given a socket, does not say where it listens.
+    sys.stderr.write(
+        f"olympia serve: the catalog at {warehouse} on http://{shown}:{bound_port} "
+        f"(Iceberg REST prefix {prefix!r}; Ctrl-C stops)\n"
+    )
+    sys.stderr.flush()
     uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])

@@ -376,6 +376,10 @@ def _show(key: str, value: object) -> str:
 
 def _unknown(key: str, known: Collection[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=1)
+    # "region" is PyIceberg's "s3.region" more likely than s3fs's "cache_regions".
+    prefixed = f"s3.{key.lower().replace('_', '-')}"
+    if not key.startswith("s3.") and prefixed in S3_PROPERTIES:
+        close = [prefixed]
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if key.startswith("s3."):
         return (
