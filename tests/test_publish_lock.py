@@ -126,6 +126,28 @@ def test_a_stuck_holder_is_waited_for_once_not_on_every_attempt(tmp_path: Path) 
         proc.join(timeout=60)
 
 
+def test_a_waiter_that_gave_up_is_not_taken_for_the_holder_it_gave_up_on(tmp_path: Path) -> None:
+    """A waiter that gives up leaves a thread blocked in flock, which takes
+    the lock when the holder lets it go, only to let it go at once. The
+    holder's token was still in the file then, so a writer that found the
+    lock held by that thread took it for the holder marked stuck, and went
+    on without the lock (seen on a loaded machine). A holder clears its
+    token when it lets the lock go."""
+    path = str(tmp_path / "locks" / "publish")
+    first = FileHostLock(path)
+    assert first.held
+    gave_up = _in_thread(lambda: FileHostLock(path, wait_seconds=0.05))
+    assert gave_up.waited and not gave_up.held  # marks the holder stuck
+    first.release()
+    with open(path, "rb") as f:
+        assert f.read(hostlock.TOKEN_BYTES) == bytes(hostlock.TOKEN_BYTES)
+    # Whoever holds it now (perhaps that thread, for a moment), it is no holder marked stuck.
+    for _ in range(20):
+        lock = FileHostLock(path, wait_seconds=30)
+        assert lock.held and not lock.skipped
+        lock.release()
+
+
 def test_writers_behind_a_stuck_holder_each_wait_for_it_at_most_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,11 @@ class FileHostLock(HostLock):
         fd, self._fd = self._fd, None
         if fd is not None:
             self._thread_paths.discard(self.path)
+            # No holder's token is left behind: a waiter that gave up (its
+            # thread takes the lock a moment, to let it go) writes none, and
+            # must not be taken for this holder, marked stuck or not.
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, _NO_HOLDER, 0)
             _unlock_and_close(fd)
 
 
@@ -211,14 +216,19 @@ def _new_holder_token() -> bytes:
     return f"{os.getpid():010d}".encode()[-10:] + os.urandom(11).hex().encode()
 
 
+_NO_HOLDER = bytes(TOKEN_BYTES)
+
+
 def _holder(fd: int) -> bytes | None:
     """The token of the lock's holder (read from ``fd``), or None when the
-    file holds none (a holder of an older build, or a fresh file)."""
+    file holds none (no holder wrote one since the last let it go: a waiter
+    that gave up and lets it go at once, a holder of an older build, a
+    fresh file)."""
     try:
         token = os.pread(fd, TOKEN_BYTES, 0)
     except OSError:
         return None
-    return token if len(token) == TOKEN_BYTES else None
+    return token if len(token) == TOKEN_BYTES and token != _NO_HOLDER else None
 
 
 def _read_small(path: str) -> bytes | None:
