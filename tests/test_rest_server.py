@@ -660,6 +660,24 @@ def test_a_scan_report_in_a_serializable_txn_is_a_read_of_the_table_it_writes(
     assert rebased.status_code == 200  # SNAPSHOT checks no scans: the append is rebased
 
 
+def test_a_load_of_an_empty_table_in_a_serializable_txn_is_a_read_of_it(served: Served) -> None:
+    """Spark sends no scan report for a table without a snapshot: two
+    'insert if absent' transactions on a new table both committed. Loading
+    such a table inside a SERIALIZABLE transaction counts as reading it."""
+    outside = served.client()
+    outside.create_namespace("x11")
+    outside.create_table(("x11", "t"), SCHEMA)
+    txn = begin(served, isolation="serializable")
+    base = f"{served.uri}/txn/{txn['id']}"
+    inside = load_catalog("in", **{"type": "rest", "uri": base})
+    inside.load_table(("x11", "t")).append(rows([7]))
+    outside.load_table(("x11", "t")).append(rows([7]))  # commits first
+    refused = requests.post(f"{base}/commit", timeout=30)
+    assert refused.status_code == 409, refused.text
+    assert "scan-filter-matches" in str(error_of(refused)["message"])
+    assert ids_of(outside.load_table(("x11", "t"))) == [7]
+
+
 def test_tables_created_over_rest_store_zstd_as_their_parquet_codec(served: Served) -> None:
     """Iceberg's own catalogs give a new table write.parquet.compression-codec
     = zstd (since 1.4); without it Spark's writers used gzip. A codec the

@@ -164,6 +164,33 @@ def test_register_of_a_file_that_is_not_metadata_quotes_none_of_it(served: Serve
 # --- 2 and 3. deleting another table's files ---------------------------------------
 
 
+def test_locations_overlapping_a_table_staged_in_the_same_transaction_are_refused(
+    served: Served,
+):
+    """The overlap rule compared with the tables of the latest version only:
+    inside one transaction, a table created in another's folder, or given a
+    write.data.path there, was accepted, and the first table's orphan
+    clean-up then deleted the second's files."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import ForbiddenError
+
+    client = served.client()
+    client.create_namespace("ovt")
+    begun = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{begun['id']}"
+    inside = load_catalog("in", **{"type": "rest", "uri": base})
+    d = inside.create_table(("ovt", "d"), SCHEMA)
+    with pytest.raises(ForbiddenError, match="overlaps the location of table ovt.d"):
+        inside.create_table(("ovt", "e"), SCHEMA, location=f"{d.metadata.location}/inner")
+    with pytest.raises(ForbiddenError, match="property write.data.path of table ovt.f"):
+        inside.create_table(
+            ("ovt", "f"), SCHEMA, properties={"write.data.path": f"{d.metadata.location}/data"}
+        )
+    done = requests.post(f"{base}/commit", timeout=30)
+    assert done.status_code == 200, done.text
+    assert client.list_tables("ovt") == [("ovt", "d")]
+
+
 def test_a_namespace_location_outside_the_allowed_ones_is_refused_when_set(
     served: Served, outside: Path, allowed: Path
 ):
@@ -188,6 +215,14 @@ def test_a_namespace_location_outside_the_allowed_ones_is_refused_when_set(
     assert fine.status_code == 200, fine.text
     table = served.client().create_table(("nsloc", "t"), SCHEMA)
     assert table.metadata.location == f"file://{allowed}/ns/t"
+    # Inside another table's folder, every table made there would overlap it.
+    inside_table = post(
+        served,
+        "namespaces",
+        {"namespace": ["nsloc2"], "properties": {"location": f"file://{allowed}/ns/t/sub"}},
+    )
+    assert inside_table.status_code == 403, inside_table.text
+    assert "lies inside that of table nsloc.t" in error_of(inside_table)["message"]
 
 
 @pytest.mark.parametrize("key", ["write.data.path", "write.metadata.path"])

@@ -14,10 +14,11 @@ one operation); :meth:`OlympiaCatalog.transaction` and
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -296,16 +297,26 @@ class OlympiaCatalog(MetastoreCatalog):
         return [where for _, _, where in self._tables_by_location(exclude)]
 
     def check_no_overlap(
-        self, location: str, namespace: str, name: str, what: str = "the location"
+        self,
+        location: str,
+        namespace: str,
+        name: str,
+        what: str = "the location",
+        also: Iterable[tuple[str, str, str]] = (),
     ) -> None:
         """Refuse normalised ``location`` (``what`` of table ``namespace.name``:
         its location, or a ``write.*.path`` property, where its files go) when
-        another table's location lies inside it or holds it (spec/rest.md §10).
+        another table's location lies inside it or holds it (spec/rest.md §10):
+        a table of the latest version, or one of ``also`` (namespace, name,
+        location: the tables a transaction staged).
 
         Raises:
             LocationNotAllowedError
         """
-        for other_ns, other, where in self._tables_by_location((namespace, name)):
+        others = itertools.chain(self._tables_by_location((namespace, name)), also)
+        for other_ns, other, where in others:
+            if (other_ns, other) == (namespace, name):
+                continue
             if overlap(location, where):
                 raise LocationNotAllowedError(
                     f"{what} of table {namespace}.{name} ({location}) overlaps the location "

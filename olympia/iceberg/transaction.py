@@ -455,13 +455,15 @@ class TransactionCatalog(MetastoreCatalog):
         if base is None or metadata.location != base.location:
             where = policy.check(metadata.location, f"the location of {what}")
             if not policy.allow_overlap:
-                self._tx.owner.check_no_overlap(where, namespace, name)
+                self._tx.owner.check_no_overlap(where, namespace, name, also=self._staged_tables())
         for key in WRITE_PATH_PROPERTIES:
             value = metadata.properties.get(key)
             if value is not None and (base is None or base.properties.get(key) != value):
                 path = policy.check(value, f"property {key} of {what}")
                 if not policy.allow_overlap:  # its files would be another table's
-                    self._tx.owner.check_no_overlap(path, namespace, name, f"property {key}")
+                    self._tx.owner.check_no_overlap(
+                        path, namespace, name, f"property {key}", also=self._staged_tables()
+                    )
         known = set() if base is None else {s.snapshot_id for s in base.snapshots}
         for snapshot in metadata.snapshots:
             if snapshot.snapshot_id in known:
@@ -477,6 +479,19 @@ class TransactionCatalog(MetastoreCatalog):
                 # Caught now, a bad snapshot never reaches a commit or a rollback.
                 raise ValueError(f"{named} ({snapshot.manifest_list}) does not exist")
         policy.check(metadata_location, f"the metadata file of {what}")
+
+    def _staged_tables(self) -> Iterator[tuple[str, str, str]]:
+        """(namespace, name, normalised location) of each table this
+        transaction created or changed, as it sees them: the latest version
+        does not hold them yet."""
+        for namespace, name in list(self._tx._tables):
+            try:
+                metadata_location = self._location(namespace, name)
+            except ice.NoSuchIcebergTableError:
+                continue
+            where = self._tx.owner.table_location(metadata_location) if metadata_location else None
+            if where is not None:
+                yield namespace, name, where
 
     def _location(self, namespace: str, name: str) -> str | None:
         """The metadata location of Iceberg table ``namespace.name`` as the
@@ -528,7 +543,7 @@ class TransactionCatalog(MetastoreCatalog):
         if recorded.size() != before:
             self._tx.save_state()
 
-    def note_scan_report(self, identifier: Identifier, snapshot_id: int) -> None:
+    def note_scan_report(self, identifier: Identifier, snapshot_id: int | None) -> None:
         """A scan an engine reported (the REST ``ScanReport`` of Spark, say,
         which reads a table's files itself): under SERIALIZABLE, recorded as
         a scan of the whole table, since a report's filter has its values
@@ -537,10 +552,12 @@ class TransactionCatalog(MetastoreCatalog):
         It is judged only if the transaction writes the table (its rebase
         checks it); a table only read stays under the core's rules, which
         may serialize the transaction before the one that changed it.
-        A scan of another snapshot than the table's current one in this
-        transaction (time travel, a branch) reads rows that never change:
-        not recorded. Nothing is recorded under SNAPSHOT, which checks no
-        scans."""
+        ``snapshot_id`` None: a load of a table with no snapshot, which an
+        engine reads without a report. A scan of another snapshot than the
+        table's current one on its main branch in this transaction (time
+        travel, which reads rows that never change; a branch, whose reads
+        are not checked, spec/rest.md §7) is not recorded. Nothing is
+        recorded under SNAPSHOT, which checks no scans."""
         if self._tx.isolation != "serializable":
             return
         try:
@@ -696,10 +713,19 @@ class TransactionCatalog(MetastoreCatalog):
         Raises:
             LocationNotAllowedError
         """
-        if LOCATION in properties:
-            self._tx.owner.locations.check(
-                str(properties[LOCATION]), f"the location of namespace {ns}"
-            )
+        if LOCATION not in properties:
+            return
+        owner = self._tx.owner
+        where = owner.locations.check(str(properties[LOCATION]), f"the location of namespace {ns}")
+        if owner.locations.allow_overlap:
+            return
+        for other_ns, other, table_location in owner._tables_by_location(None):
+            if is_under(where, table_location):  # each table made there would overlap it
+                raise LocationNotAllowedError(
+                    f"the location of namespace {ns} ({where}) lies inside that of table "
+                    f"{other_ns}.{other} ({table_location}); the operator can allow it with "
+                    f"--allow-overlapping-locations"
+                )
 
     def _default_location(self, namespace: str, name: str) -> str:
         props = self.load_namespace_properties(names.namespace_levels(namespace))

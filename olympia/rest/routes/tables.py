@@ -179,6 +179,13 @@ def load_table(
     identifier = table_identifier(namespace, table)
     with s.route(identifier[:-1]) as (cat, rest, _):
         loaded = cat.load_table((*rest, identifier[-1]))
+        if loaded.metadata.current_snapshot_id is None:
+            # Spark sends no scan report for a table without a snapshot: a
+            # load of one inside a SERIALIZABLE transaction is its read
+            # (spec/rest.md §7, "Scan reports").
+            note = getattr(cat, "note_scan_report", None)
+            if note is not None:
+                note((*rest, identifier[-1]), None)
     return load_result(loaded.metadata, loaded.metadata_location)
 
 
