@@ -660,6 +660,35 @@ def test_a_scan_report_in_a_serializable_txn_is_a_read_of_the_table_it_writes(
     assert rebased.status_code == 200  # SNAPSHOT checks no scans: the append is rebased
 
 
+def test_a_scan_report_of_a_branch_is_checked_against_that_branch(served: Served) -> None:
+    """A scan of a branch's head was taken for time travel and not recorded:
+    two SERIALIZABLE transactions that read a branch and append to it both
+    committed. It is now checked against the branch's own history."""
+    outside = served.client()
+    outside.create_namespace("x12")
+    table = outside.create_table(("x12", "t"), SCHEMA)
+    table.append(rows([1]))
+    table.manage_snapshots().create_branch(
+        table.refresh().metadata.current_snapshot_id, "audit"
+    ).commit()
+    table.refresh().append(rows([2]), branch="audit")
+    head = outside.load_table(("x12", "t")).metadata.refs["audit"].snapshot_id
+    txn = begin(served, isolation="serializable")
+    base = f"{served.uri}/txn/{txn['id']}"
+    report = requests.post(
+        f"{base}/v1/{PREFIX}/namespaces/x12/tables/t/metrics",
+        json=_scan_report("x12.t", head),
+        timeout=30,
+    )
+    assert report.status_code == 204
+    inside = load_catalog("in", **{"type": "rest", "uri": base})
+    inside.load_table(("x12", "t")).append(rows([3]), branch="audit")
+    outside.load_table(("x12", "t")).append(rows([3]), branch="audit")  # commits first
+    refused = requests.post(f"{base}/commit", timeout=30)
+    assert refused.status_code == 409, refused.text
+    assert "scan-filter-matches" in str(error_of(refused)["message"])
+
+
 def test_a_load_of_an_empty_table_in_a_serializable_txn_is_a_read_of_it(served: Served) -> None:
     """Spark sends no scan report for a table without a snapshot: two
     'insert if absent' transactions on a new table both committed. Loading

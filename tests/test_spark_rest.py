@@ -305,6 +305,19 @@ def test_serializable_transactions_that_read_and_append_one_table_do_not_both_co
     )
     assert _race(spark, merge) == ["B", "A refused"]
     assert collect(spark, "SELECT id, v FROM lake.seq.kv ORDER BY id") == [(1, "one"), (7, "B")]
+    # A branch's rows change with every commit to it (write-audit-publish):
+    # its reads are checked against its own history.
+    spark.sql("ALTER TABLE lake.seq.kv CREATE BRANCH audit")
+    branch = (
+        "INSERT INTO lake.seq.kv.branch_audit "
+        "SELECT max(id) + 1, '{who}' FROM lake.seq.kv.branch_audit"
+    )
+    assert _race(spark, branch) == ["B", "A refused"]
+    assert collect(spark, "SELECT id, v FROM lake.seq.kv.branch_audit ORDER BY id") == [
+        (1, "one"),
+        (7, "B"),
+        (8, "B"),
+    ]
     # Under SNAPSHOT the same appends both land (no scan is checked).
     other = spark.newSession()
     with olympia_spark.transaction(spark, isolation="snapshot"):

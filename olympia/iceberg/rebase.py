@@ -128,6 +128,9 @@ class ScanRecord:
     #: Who reported the scan when its filter is not known ("" for a scan
     #: made through PyIceberg, whose filter is ``row_filter``).
     reported_by: str = ""
+    #: The branch read, when not ``main``: changes are then looked for in
+    #: that branch's history (``snapshot_id`` is its head when read).
+    ref: str | None = None
 
     def described(self) -> str:
         """The scan in words, for conflict messages."""
@@ -237,11 +240,20 @@ def check_scans(
     _check_isolation(isolation)
     if isolation != "serializable" or not scans:
         return
-    head = theirs.current_snapshot_id
-    by_start: dict[int | None, SnapshotChanges] = {}
+    by_start: dict[tuple[str | None, int | None], SnapshotChanges] = {}
     for scan in scans:
         start = scan.snapshot_id if scan.snapshot_id is not None else base.current_snapshot_id
-        if start not in by_start:
+        branch = scan.ref or "main"
+        ref = theirs.refs.get(scan.ref) if scan.ref else None
+        head = ref.snapshot_id if ref is not None else theirs.current_snapshot_id
+        if scan.ref and ref is None:
+            raise _conflict(
+                table,
+                version,
+                "scan-filter-matches",
+                f"branch {scan.ref} that {scan.described()} read no longer exists",
+            )
+        if (scan.ref, start) not in by_start:
             window = snapshots_after(theirs, head, start)
             if window is None:
                 raise _conflict(
@@ -249,12 +261,12 @@ def check_scans(
                     version,
                     "scan-filter-matches",
                     f"snapshot {start} that {scan.described()} read is no longer "
-                    f"in the history of the main branch (now at snapshot {head})",
+                    f"in the history of the {branch} branch (now at snapshot {head})",
                 )
-            by_start[start] = snapshot_changes(
+            by_start[(scan.ref, start)] = snapshot_changes(
                 io, (s for s in window if _operation(s) != Operation.REPLACE)
             )
-        changes = by_start[start]
+        changes = by_start[(scan.ref, start)]
         matches = filter_matcher(theirs, scan.row_filter, scan.case_sensitive)
         for changed, what in _scan_changes(changes):
             if matches(changed.file):

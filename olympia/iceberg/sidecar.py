@@ -62,6 +62,8 @@ def _scan(s: ScanRecord) -> dict[str, Any]:
     }
     if s.reported_by:
         out["reported-by"] = s.reported_by
+    if s.ref:
+        out["ref"] = s.ref
     return out
 
 
@@ -72,6 +74,7 @@ def _scans(items: Any) -> tuple[ScanRecord, ...]:
             s.get("snapshot-id"),
             bool(s.get("case-sensitive", True)),
             str(s.get("reported-by", "")),
+            None if s.get("ref") is None else str(s["ref"]),
         )
         for s in items
     )

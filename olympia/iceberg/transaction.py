@@ -564,12 +564,25 @@ class TransactionCatalog(MetastoreCatalog):
             table = self.load_table(identifier)
         except ice.NoSuchTableError:
             return
-        if table.metadata.current_snapshot_id != snapshot_id:
-            return
+        metadata = table.metadata
+        scans = []
+        if metadata.current_snapshot_id == snapshot_id:
+            scans.append(ScanRecord(AlwaysTrue(), None, True, "the engine"))
+        if snapshot_id is not None:
+            # The head of a branch (write-audit-publish): its rows change with
+            # every commit to it. A head shared by several refs counts for each.
+            scans += [
+                ScanRecord(AlwaysTrue(), snapshot_id, True, "the engine", ref=name)
+                for name, ref in sorted(metadata.refs.items())
+                if name != "main"
+                and ref.snapshot_ref_type == "branch"
+                and ref.snapshot_id == snapshot_id
+            ]
         namespace, name = names.table_name(identifier)
         state = self._tx._state(namespace, name, self._location(namespace, name))
-        if not state.reported_scans:  # one whole-table scan says all the others say
-            state.reported_scans.append(ScanRecord(AlwaysTrue(), None, True, "the engine"))
+        new = [scan for scan in scans if scan not in state.reported_scans]
+        if new:  # a whole-table scan of a branch says all the others of it say
+            state.reported_scans.extend(new)
             self._tx.save_state()
 
     def note_scan(self, identifier: Identifier, scan: ScanRecord) -> None:
