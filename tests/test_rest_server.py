@@ -613,10 +613,12 @@ def test_txn_refuses_removing_snapshots_which_the_client_deletes_at_once(served:
     assert old not in [s.snapshot_id for s in outside.load_table(("x9", "t")).snapshots()]
 
 
-def _scan_report(table: str, snapshot_id: int) -> dict[str, object]:
-    return {
+def report_scan(base: str, table: tuple[str, str], snapshot_id: int) -> None:
+    """POST a scan report of ``table`` at ``snapshot_id``, as Spark sends one
+    (its filter sanitized), to the server or transaction at ``base``."""
+    body = {
         "report-type": "scan-report",
-        "table-name": table,
+        "table-name": ".".join(table),
         "snapshot-id": snapshot_id,
         "filter": True,
         "schema-id": 0,
@@ -624,6 +626,12 @@ def _scan_report(table: str, snapshot_id: int) -> dict[str, object]:
         "projected-field-names": ["id"],
         "metrics": {},
     }
+    response = requests.post(
+        f"{base}/v1/{PREFIX}/namespaces/{table[0]}/tables/{table[1]}/metrics",
+        json=body,
+        timeout=30,
+    )
+    assert response.status_code == 204, response.text
 
 
 def test_a_scan_report_in_a_serializable_txn_is_a_read_of_the_table_it_writes(
@@ -642,16 +650,10 @@ def test_a_scan_report_in_a_serializable_txn_is_a_read_of_the_table_it_writes(
     for isolation in ("serializable", "snapshot"):
         txn = begin(served, isolation=isolation)
         base = f"{served.uri}/txn/{txn['id']}"
-        report = requests.post(
-            f"{base}/v1/{PREFIX}/namespaces/x10/tables/t/metrics",
-            json=_scan_report("x10.t", snapshot),
-            timeout=30,
-        )
-        assert report.status_code == 204
+        report_scan(base, ("x10", "t"), snapshot)
         inside = load_catalog("in", **{"type": "rest", "uri": base})
         inside.load_table(("x10", "t")).append(rows([2]))
         outside.load_table(("x10", "t")).append(rows([2]))  # commits first
-        snapshot = outside.load_table(("x10", "t")).metadata.current_snapshot_id
         results.append(requests.post(f"{base}/commit", timeout=30))
         snapshot = outside.load_table(("x10", "t")).metadata.current_snapshot_id
     refused, rebased = results
@@ -675,12 +677,7 @@ def test_a_scan_report_of_a_branch_is_checked_against_that_branch(served: Served
     head = outside.load_table(("x12", "t")).metadata.refs["audit"].snapshot_id
     txn = begin(served, isolation="serializable")
     base = f"{served.uri}/txn/{txn['id']}"
-    report = requests.post(
-        f"{base}/v1/{PREFIX}/namespaces/x12/tables/t/metrics",
-        json=_scan_report("x12.t", head),
-        timeout=30,
-    )
-    assert report.status_code == 204
+    report_scan(base, ("x12", "t"), head)
     inside = load_catalog("in", **{"type": "rest", "uri": base})
     inside.load_table(("x12", "t")).append(rows([3]), branch="audit")
     outside.load_table(("x12", "t")).append(rows([3]), branch="audit")  # commits first
