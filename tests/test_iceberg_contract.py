@@ -185,14 +185,7 @@ def test_a_view_of_a_pyarrow_schema_gets_field_ids(cats: list[Catalog]) -> None:
     import pyarrow as pa
 
     cat = cats[0]
-    version = ViewVersion(
-        version_id=1,
-        schema_id=0,
-        timestamp_ms=1,
-        summary={},
-        representations=[SQLViewRepresentation(type="sql", sql="select 1", dialect="spark")],
-        default_namespace=["db"],
-    )
+    version = view_version()
     arrow = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())), ("s", pa.string())])
     cat.create_view("db.v", arrow, version)  # type: ignore[attr-defined]
     for c in cats[:2]:
