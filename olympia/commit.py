@@ -123,6 +123,24 @@ class ContentMerge(Protocol):
         ...
 
 
+def _window_check(
+    merge: ContentMerge | None,
+) -> Callable[[CatalogReader, frozenset[str]], None] | None:
+    """The optional check a content-merge hook makes of every version
+    committed since the begin version (spec/transactions.md §4.3): its
+    ``check_window(latest, written)`` method, called with a read-only view of
+    the newest of them and the keys they wrote, raising a
+    CommitConflictError to refuse the commit, when its ``checks_window()``
+    says it has something to check. A transaction with such a check is not
+    published by another writer's group commit (§3.2), whose holder checks
+    only object keys."""
+    check = getattr(merge, "check_window", None)
+    wanted = getattr(merge, "checks_window", None)
+    if not callable(check) or not callable(wanted) or not wanted():
+        return None
+    return check  # type: ignore[no-any-return]
+
+
 def nothing_to_publish(actions: ActionLog, isolation: str) -> bool:
     """Step 1 of spec/transactions.md §3: a SNAPSHOT transaction that wrote
     nothing, or one that performed no action at all, publishes nothing."""
@@ -201,6 +219,7 @@ class Commit:
         self.max_attempts = max_attempts
         self.checker = checker if checker is not None else ConflictChecker()
         self.merge = merge
+        self.window_check = _window_check(merge)
         self.own = own
         self.written_since = written_since
         self.commit_info = commit_info
@@ -366,6 +385,10 @@ class Commit:
         if self.relevant is None:
             self.relevant = _replay_keys(fp, self.own)
         new = self._window(self.checked, target.version)
+        if self.window_check is not None and new:
+            self.window_check(
+                CatalogVersion(self.store, target), frozenset(k for c in new for k in c.writes)
+            )
         patched = bool(self.merged) and self._merge_content(target, new)
         if patched:  # the actions changed: encode them again
             self.encoded = PreparedActions(
@@ -570,13 +593,15 @@ class Commit:
         """Whether another writer of this host may publish this transaction
         (§3.2): not a distributed one, whose claims decide who publishes it,
         nor one of a format-1 catalog, nor one whose checker does not vouch
-        for the base of its requests."""
+        for the base of its requests, nor one whose content-merge hook checks
+        every version committed since its begin (:func:`_window_check`)."""
         return (
             GROUP_COMMIT
             and self.own is None
             and self.written_since is None  # the chain does not carry it
             and begin.format_version >= 2  # a format-1 holder publishes none
             and self.checker.group_commit
+            and self.window_check is None
         )
 
     def _catch_up(self) -> None:

@@ -370,3 +370,89 @@ def test_distributed_transaction_with_the_hook(tmp_path: Path) -> None:
     with pytest.raises(TransactionNotFoundError):
         cat.resume(txn_id)
     assert _location(cat, "a.x") == "c,p,x0,d"
+
+
+class WindowCheck(UnionMerge):
+    """A hook that also checks every version committed since the begin
+    version (the optional ``checks_window`` / ``check_window`` pair), refusing
+    when one of them wrote a key of ``forbidden``."""
+
+    def __init__(self, txn: Transaction, forbidden: Collection[str], active: bool = True) -> None:
+        super().__init__(txn, [])
+        self.forbidden = {txn.keys.table(*t.split(".")) for t in forbidden}
+        self.active = active
+        self.window_calls: list[tuple[int, frozenset[str]]] = []
+
+    def checks_window(self) -> bool:
+        return self.active
+
+    def check_window(self, latest: CatalogReader, written: frozenset[str]) -> None:
+        self.window_calls.append((latest.version, written))  # type: ignore[attr-defined]
+        if written & self.forbidden:
+            raise Refused("a forbidden table was written", rule="window-refused")
+
+
+def test_a_window_check_sees_every_version_committed_since_the_begin(tmp_path: Path) -> None:
+    cat = _catalog(tmp_path)
+    t = cat.begin()
+    t.create_table("a", "mine", "m0")
+    hook = WindowCheck(t, ["b.w"])
+    t.set_content_merge(hook)
+    with cat.transaction() as other:
+        other.create_table("b", "v", "v0")
+    with cat.transaction() as other:
+        other.create_table("b", "w", "w0")
+    before = cat.latest().version
+    with pytest.raises(Refused) as err:
+        t.commit()
+    assert err.value.rule == "window-refused"
+    keys = cat.begin().keys
+    assert hook.window_calls == [(before, frozenset({keys.table("b", "v"), keys.table("b", "w")}))]
+    assert cat.latest().version == before
+    assert not cat.latest().table_exists("a", "mine")
+    # Nothing committed meanwhile: no call; a hook with nothing to check: no call.
+    quiet = cat.begin()
+    quiet.create_table("a", "q", "q0")
+    hook = WindowCheck(quiet, ["b.w"])
+    quiet.set_content_merge(hook)
+    quiet.commit()
+    assert hook.window_calls == []
+    idle = cat.begin()
+    idle.create_table("a", "r", "r0")
+    hook = WindowCheck(idle, ["b.w"], active=False)
+    idle.set_content_merge(hook)
+    with cat.transaction() as other:
+        other.update_table("b", "w", metadata_location="w1")
+    idle.commit()
+    assert hook.window_calls == []
+
+
+def test_a_transaction_with_a_window_check_leaves_no_group_commit_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's group commit checks only object keys (§3.2): a
+    transaction whose hook checks the window publishes itself."""
+    import olympia.commit as commit_module
+
+    made: list[str] = []
+    real = commit_module.group.Member
+
+    def member(folder: object, txn_id: str) -> object:
+        made.append(txn_id)
+        return real(folder, txn_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_module.group, "Member", member)
+    cat = _catalog(tmp_path)
+    plain = cat.begin()
+    plain.create_table("a", "p", "p0")
+    plain.commit()
+    grouped = bool(made) and made[-1] == plain.id
+    checked = cat.begin()
+    checked.create_table("a", "c", "c0")
+    checked.set_content_merge(WindowCheck(checked, []))
+    made.clear()
+    checked.commit()
+    assert made == []
+    assert cat.latest().table_exists("a", "c")
+    if commit_module.GROUP_COMMIT:
+        assert grouped, "a plain transaction may leave a request on this platform"

@@ -180,7 +180,7 @@ def test_locations_overlapping_a_table_staged_in_the_same_transaction_are_refuse
     base = f"{served.uri}/txn/{begun['id']}"
     inside = load_catalog("in", **{"type": "rest", "uri": base})
     d = inside.create_table(("ovt", "d"), SCHEMA)
-    with pytest.raises(ForbiddenError, match="overlaps the location of table ovt.d"):
+    with pytest.raises(ForbiddenError, match="where table ovt.d keeps its files"):
         inside.create_table(("ovt", "e"), SCHEMA, location=f"{d.metadata.location}/inner")
     with pytest.raises(ForbiddenError, match="property write.data.path of table ovt.f"):
         inside.create_table(
@@ -222,7 +222,7 @@ def test_a_namespace_location_outside_the_allowed_ones_is_refused_when_set(
         {"namespace": ["nsloc2"], "properties": {"location": f"file://{allowed}/ns/t/sub"}},
     )
     assert inside_table.status_code == 403, inside_table.text
-    assert "lies inside that of table nsloc.t" in error_of(inside_table)["message"]
+    assert "where table nsloc.t keeps its files" in error_of(inside_table)["message"]
 
 
 @pytest.mark.parametrize("key", ["write.data.path", "write.metadata.path"])
@@ -241,7 +241,7 @@ def test_a_write_path_into_another_tables_location_is_refused(served: Served, ke
     )
     assert commit.status_code == 403, commit.text
     assert f"property {key} of table wp.{b.name()[-1]}" in error_of(commit)["message"]
-    assert f"overlaps the location of table wp.{a.name()[-1]}" in error_of(commit)["message"]
+    assert f"where table wp.{a.name()[-1]} keeps its files" in error_of(commit)["message"]
     assert key not in served.client().load_table(b.name()).properties
     created = post(
         served,
@@ -260,6 +260,94 @@ def test_a_write_path_into_another_tables_location_is_refused(served: Served, ke
         ),
     )
     assert mine.status_code == 200, mine.text
+
+
+def test_a_table_inside_another_tables_write_path_is_refused(served: Served, allowed: Path):
+    """The overlap rule compared a new location with other tables' locations
+    only: a table created inside the folder another table's write.data.path
+    names (where its data files go) was accepted, and its orphan clean-up or
+    purge then reached the other table's files. Every place a table keeps
+    files (its location, each write.*.path) counts, both ways."""
+    client = served.client()
+    client.create_namespace("wpo")
+    data_path = f"file://{allowed}/wpo/a-data"
+    a = client.create_table(("wpo", "a"), SCHEMA, properties={"write.data.path": data_path})
+    a.append(rows([1]))
+    inside = post(
+        served,
+        "namespaces/wpo/tables",
+        {"name": "b", "schema": SCHEMA_JSON, "location": f"{data_path}/b"},
+    )
+    assert inside.status_code == 403, inside.text
+    assert f"overlaps {data_path}, where table wpo.a keeps its files" in error_of(inside)["message"]
+    holding = post(
+        served,
+        "namespaces/wpo/tables",
+        {"name": "c", "schema": SCHEMA_JSON, "location": f"file://{allowed}/wpo"},
+    )
+    assert holding.status_code == 403, holding.text
+    assert "where table wpo.a keeps its files" in error_of(holding)["message"]
+    assert client.list_tables("wpo") == [("wpo", "a")]
+    beside = post(
+        served,
+        "namespaces/wpo/tables",
+        {"name": "d", "schema": SCHEMA_JSON, "location": f"file://{allowed}/wpo-d"},
+    )
+    assert beside.status_code == 200, beside.text
+
+
+def _open_txn(served: Served) -> tuple[str, Any]:
+    """A ``/txn`` transaction and PyIceberg's REST client inside it."""
+    from pyiceberg.catalog import load_catalog
+
+    begun = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+    base = f"{served.uri}/txn/{begun['id']}"
+    return base, load_catalog(f"in-{begun['id']}", **{"type": "rest", "uri": base})
+
+
+@pytest.mark.parametrize("place", ["location", "write.data.path"])
+def test_concurrent_transactions_cannot_claim_overlapping_places(
+    served: Served, allowed: Path, place: str
+):
+    """Each transaction's overlap check saw only the tables committed when it
+    staged its table: two open transactions, one creating a table at a
+    location and the other a table inside it (or with its write.data.path
+    there), both committed, and the first table's purge or orphan clean-up
+    could then delete the second's files. The commit that comes second now
+    checks the tables the versions committed meanwhile wrote (409, rule
+    location-overlap; nothing of it published, its files deleted); two
+    transactions whose tables do not overlap both commit."""
+    client = served.client()
+    ns = f"cc{place.split('.')[-1]}"
+    client.create_namespace(ns)
+    outer = f"file://{allowed}/{ns}-outer"
+    first_base, first = _open_txn(served)
+    second_base, second = _open_txn(served)
+    third_base, third = _open_txn(served)
+    first.create_table((ns, "outer"), SCHEMA, location=outer)
+    if place == "location":
+        staged = second.create_table((ns, "inner"), SCHEMA, location=f"{outer}/inner")
+    else:
+        staged = second.create_table(
+            (ns, "inner"), SCHEMA, properties={"write.data.path": f"{outer}/data"}
+        )
+    staged.append(rows([7]))
+    third.create_table((ns, "apart"), SCHEMA, location=f"file://{allowed}/{ns}-apart")
+    assert requests.post(f"{first_base}/commit", timeout=30).status_code == 200
+    # What the refused commit must delete: the metadata the server wrote for
+    # the inner table and, under its own location, the client's data files.
+    staged_home = Path(staged.metadata.location.removeprefix("file://"))
+    assert any(f.endswith(".parquet") for f in files_under(staged_home)) == (place == "location")
+    assert any(f.startswith("metadata") for f in files_under(staged_home))
+    refused = requests.post(f"{second_base}/commit", timeout=30)
+    assert refused.status_code == 409, refused.text
+    message = error_of(refused)["message"]
+    assert "rule location-overlap" in message
+    assert f"overlaps {outer}, where table {ns}.outer keeps its files" in message
+    assert requests.post(f"{third_base}/commit", timeout=30).status_code == 200
+    assert sorted(client.list_tables(ns)) == [(ns, "apart"), (ns, "outer")]
+    assert not files_under(staged_home)
+    assert any(f.endswith(".metadata.json") for f in files_under(Path(outer[len("file://") :])))
 
 
 def test_a_table_cannot_be_registered_on_another_tables_files(served: Served):

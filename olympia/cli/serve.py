@@ -77,7 +77,7 @@ def _serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     p.add_argument(
         "--allow-overlapping-locations",
         action="store_true",
-        help="let one table's location lie inside another's",
+        help="let one table's location or write.*.path lie inside another's",
     )
     p.add_argument(
         "--transaction-idle-seconds",

@@ -46,6 +46,7 @@ from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, o
 from olympia.iceberg.purge import ExpireResult
 from olympia.iceberg.sidecar import FOLDER
 from olympia.iceberg.transaction import (
+    WRITE_PATH_PROPERTIES,
     IcebergTransaction,
     OlympiaTable,
     TransactionCatalog,
@@ -198,7 +199,7 @@ class OlympiaCatalog(MetastoreCatalog):
         #: append whose branch moved meanwhile is rebased (spec/iceberg.md §7).
         self.strict_requirements = _bool_property(self.properties, "strict-requirements", False)
         self._metadata: OrderedDict[str, TableMetadata] = OrderedDict()
-        self._locations: OrderedDict[str, str] = OrderedDict()
+        self._places: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
     # --- metadata files -------------------------------------------------------------
@@ -257,44 +258,59 @@ class OlympiaCatalog(MetastoreCatalog):
             # Parser messages quote the input: none of it may reach the caller.
             raise ValueError(f"{what} {location!r} is not {kind}") from None
 
-    def table_location(self, metadata_location: str) -> str | None:
-        """The normalised location of the table whose metadata is in
-        ``metadata_location`` (cached), or None when it cannot be read."""
+    def table_places(self, metadata_location: str) -> tuple[str, ...]:
+        """The normalised places where the files of the table whose metadata is
+        in ``metadata_location`` go (cached): its location, then each
+        ``write.*.path`` property it sets that the catalog accepts; empty
+        when the metadata cannot be read."""
         with self._lock:
-            known = self._locations.get(metadata_location)
+            known = self._places.get(metadata_location)
         if known is not None:
             return known
         try:
-            where = self.locations.check(
-                self.read_metadata(metadata_location).location, "a table location"
-            )
+            metadata = self.read_metadata(metadata_location)
+            where = [self.locations.check(metadata.location, "a table location")]
         except (OSError, ValueError, LocationNotAllowedError):
-            return None
+            return ()
+        for key in WRITE_PATH_PROPERTIES:
+            value = metadata.properties.get(key)
+            if value is None:
+                continue
+            try:
+                where.append(self.locations.check(value, f"property {key}"))
+            except LocationNotAllowedError:
+                continue  # refused when it was set; nothing of the table goes there
+        places = tuple(dict.fromkeys(where))
         with self._lock:
-            self._locations[metadata_location] = where
-            while len(self._locations) > _LOCATION_CACHE_SIZE:
-                self._locations.popitem(last=False)
-        return where
+            self._places[metadata_location] = places
+            while len(self._places) > _LOCATION_CACHE_SIZE:
+                self._places.popitem(last=False)
+        return places
 
-    def _tables_by_location(
-        self, exclude: tuple[str, str] | None
-    ) -> Iterator[tuple[str, str, str]]:
-        """(namespace, name, normalised location) of every table of the latest
-        version but ``exclude``, whose location can be read."""
+    def table_location(self, metadata_location: str) -> str | None:
+        """The normalised location of the table whose metadata is in
+        ``metadata_location`` (cached), or None when it cannot be read."""
+        places = self.table_places(metadata_location)
+        return places[0] if places else None
+
+    def _tables_by_place(self, exclude: tuple[str, str] | None) -> Iterator[tuple[str, str, str]]:
+        """(namespace, name, normalised place) for every place (location,
+        ``write.*.path``) of every table of the latest version but
+        ``exclude``, whose metadata can be read."""
         view = self.olympia.latest()
         for namespace in view.list_namespaces():
             for name in view.list_tables(namespace):
                 if (namespace, name) == exclude:
                     continue
                 metadata_location = view.describe_table(namespace, name).metadata_location
-                where = self.table_location(metadata_location) if metadata_location else None
-                if where is not None:
-                    yield namespace, name, where
+                if metadata_location:
+                    for where in self.table_places(metadata_location):
+                        yield namespace, name, where
 
-    def table_locations(self, exclude: tuple[str, str] | None = None) -> list[str]:
-        """The locations of every table of the latest version but ``exclude``
-        (namespace, name)."""
-        return [where for _, _, where in self._tables_by_location(exclude)]
+    def table_places_but(self, exclude: tuple[str, str] | None = None) -> list[str]:
+        """The places (locations and ``write.*.path``) of every table of the
+        latest version but ``exclude`` (namespace, name)."""
+        return [where for _, _, where in self._tables_by_place(exclude)]
 
     def check_no_overlap(
         self,
@@ -306,22 +322,23 @@ class OlympiaCatalog(MetastoreCatalog):
     ) -> None:
         """Refuse normalised ``location`` (``what`` of table ``namespace.name``:
         its location, or a ``write.*.path`` property, where its files go) when
-        another table's location lies inside it or holds it (spec/rest.md §10):
+        a place of another table (its location or a ``write.*.path``) lies
+        inside it or holds it (spec/rest.md §10):
         a table of the latest version, or one of ``also`` (namespace, name,
-        location: the tables a transaction staged).
+        place: the tables a transaction staged).
 
         Raises:
             LocationNotAllowedError
         """
-        others = itertools.chain(self._tables_by_location((namespace, name)), also)
+        others = itertools.chain(self._tables_by_place((namespace, name)), also)
         for other_ns, other, where in others:
             if (other_ns, other) == (namespace, name):
                 continue
             if overlap(location, where):
                 raise LocationNotAllowedError(
-                    f"{what} of table {namespace}.{name} ({location}) overlaps the location "
-                    f"of table {other_ns}.{other} ({where}); the operator can allow it "
-                    f"with --allow-overlapping-locations"
+                    f"{what} of table {namespace}.{name} ({location}) overlaps {where}, "
+                    f"where table {other_ns}.{other} keeps its files; the operator can allow "
+                    f"it with --allow-overlapping-locations"
                 )
 
     def committed_location(self, version: int, namespace: str, name: str) -> str | None:

@@ -63,6 +63,7 @@ from olympia.iceberg.locations import (
     LocationNotAllowedError,
     is_under,
     location_provider,
+    overlap,
     path_segment,
 )
 from olympia.iceberg.metadata import with_defaults, with_row_lineage, write_metadata
@@ -70,7 +71,7 @@ from olympia.iceberg.purge import same_file_uri
 from olympia.iceberg.reads import MetadataReads, RecordingProperties, check_metadata_reads
 from olympia.iceberg.rebase import ScanRecord, StagedCommit
 from olympia.iceberg.updates import apply_updates, check_new_specs_and_orders
-from olympia.keys import KeyCodec
+from olympia.keys import KeyCodec, ObjectType
 from olympia.proto import actions_pb2 as apb
 from olympia.transaction import Transaction as OlympiaTransaction
 
@@ -481,17 +482,17 @@ class TransactionCatalog(MetastoreCatalog):
         policy.check(metadata_location, f"the metadata file of {what}")
 
     def _staged_tables(self) -> Iterator[tuple[str, str, str]]:
-        """(namespace, name, normalised location) of each table this
-        transaction created or changed, as it sees them: the latest version
-        does not hold them yet."""
+        """(namespace, name, normalised place) of each place (location,
+        ``write.*.path``) of each table this transaction created or changed,
+        as it sees them: the latest version does not hold them yet."""
         for namespace, name in list(self._tx._tables):
             try:
                 metadata_location = self._location(namespace, name)
             except ice.NoSuchIcebergTableError:
                 continue
-            where = self._tx.owner.table_location(metadata_location) if metadata_location else None
-            if where is not None:
-                yield namespace, name, where
+            if metadata_location:
+                for where in self._tx.owner.table_places(metadata_location):
+                    yield namespace, name, where
 
     def _location(self, namespace: str, name: str) -> str | None:
         """The metadata location of Iceberg table ``namespace.name`` as the
@@ -732,11 +733,11 @@ class TransactionCatalog(MetastoreCatalog):
         where = owner.locations.check(str(properties[LOCATION]), f"the location of namespace {ns}")
         if owner.locations.allow_overlap:
             return
-        for other_ns, other, table_location in owner._tables_by_location(None):
-            if is_under(where, table_location):  # each table made there would overlap it
+        for other_ns, other, place in owner._tables_by_place(None):
+            if is_under(where, place):  # each table made there would overlap it
                 raise LocationNotAllowedError(
-                    f"the location of namespace {ns} ({where}) lies inside that of table "
-                    f"{other_ns}.{other} ({table_location}); the operator can allow it with "
+                    f"the location of namespace {ns} ({where}) lies inside {place}, where "
+                    f"table {other_ns}.{other} keeps its files; the operator can allow it with "
                     f"--allow-overlapping-locations"
                 )
 
@@ -1283,6 +1284,89 @@ class IcebergMerge:
             for (ns, name), state in self._tx._tables.items()
             if state.commits or state.scans or state.reads or state.recovered
         ]
+
+    def _claims(self) -> list[tuple[str, str, str]]:
+        """(namespace, name, place) of each place (location, ``write.*.path``)
+        that a table this transaction created or changed has and its
+        metadata at the begin version did not: the places its commit claims
+        (spec/rest.md §10). None when the catalog allows overlaps."""
+        tx = self._tx
+        owner = tx.owner
+        if owner.locations.allow_overlap:
+            return []
+        out: list[tuple[str, str, str]] = []
+        for (namespace, name), state in list(tx._tables.items()):
+            try:
+                staged = tx.catalog._location(namespace, name)
+            except ice.NoSuchIcebergTableError:
+                continue
+            if not staged or staged == state.base_location:
+                continue
+            before = set(owner.table_places(state.base_location)) if state.base_location else set()
+            out.extend(
+                (namespace, name, place)
+                for place in owner.table_places(staged)
+                if place not in before
+            )
+        return out
+
+    def checks_window(self) -> bool:
+        """Whether the commit must call :meth:`check_window` on every version
+        committed since the begin version: when the transaction claims a
+        place for a table's files (the core then publishes it itself, not
+        through another writer's group commit)."""
+        return bool(self._claims())
+
+    def check_window(self, latest: Any, written: frozenset[str]) -> None:
+        """Refuse the commit when a table that the versions committed since
+        the last check wrote (``written``: their object keys; ``latest`` the
+        newest of them) keeps its files where a place this transaction
+        claims overlaps (spec/rest.md §10): the check made when the place was
+        staged saw only the tables committed then.
+
+        Raises:
+            olympia.CommitConflictError: rule ``location-overlap``.
+        """
+        try:
+            self._check_window(latest, written)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _check_window(self, latest: Any, written: frozenset[str]) -> None:
+        claims = self._claims()
+        if not claims:
+            return
+        codec = self._tx.key_codec()
+        mine = {(ns, name) for ns, name, _ in claims}
+        for key in sorted(written):
+            try:
+                decoded = codec.decode(key)
+            except oe.CorruptCatalogError:
+                continue
+            if decoded.object_type is not ObjectType.TABLE or tuple(decoded.parts) in mine:
+                continue
+            namespace, name = decoded.parts
+            try:
+                info = latest.describe_table(namespace, name)
+            except oe.NoSuchObjectError:
+                continue  # dropped or renamed away again
+            if not info.metadata_location:
+                continue
+            for place in self._tx.owner.table_places(info.metadata_location):
+                for ns, table, claimed in claims:
+                    if overlap(claimed, place):
+                        version = getattr(latest, "version", 0)
+                        raise oe.CommitConflictError(
+                            f"table {ns}.{table} would keep its files at {claimed}, which "
+                            f"overlaps {place}, where table {namespace}.{name} keeps its "
+                            f"files: another transaction committed it while this one "
+                            f"was open, by version {version} (rule location-overlap); the "
+                            f"operator can allow overlapping locations with "
+                            f"--allow-overlapping-locations",
+                            version=version,
+                            rule="location-overlap",
+                        )
 
     def rebase(self, latest: Any, changed_keys: Any) -> dict[str, str]:
         """Rebuild the staged commits of each table in ``changed_keys`` on its

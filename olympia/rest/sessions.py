@@ -39,7 +39,7 @@ def client_files(
     to the base (the server writes the metadata files itself), as far as the
     server can tell: only files under the table's own location (its location
     at the base, or where it was created), and none under another table's
-    location (spec/rest.md §8, §10). What the staged metadata names elsewhere,
+    location or ``write.*.path`` (spec/rest.md §8, §10). What the staged metadata names elsewhere,
     or what can no longer be read, is left alone."""
     try:
         home_metadata = owner.read_metadata(base_location or staged)
@@ -49,7 +49,7 @@ def client_files(
         return []
     # Table locations do not overlap unless the operator allows it; only then
     # must every other table's location be looked at (a scan of the catalog).
-    others = owner.table_locations(exclude=table) if owner.locations.allow_overlap else []
+    others = owner.table_places_but(exclude=table) if owner.locations.allow_overlap else []
     out: list[str] = []
     for path in candidates:
         normal = normal_path(owner, path)
