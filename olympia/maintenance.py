@@ -29,7 +29,7 @@ from olympia.errors import (
     StorageFileNotFoundError,
     VersionNotFoundError,
 )
-from olympia.keys import validate_transaction_id
+from olympia.keys import ObjectType, type_prefix, validate_transaction_id
 from olympia.node import ChildRef, DefRef, Node
 from olympia.objects import parse
 from olympia.proto import actions_pb2 as apb
@@ -264,7 +264,7 @@ def rollback_to(
             try:
                 return store.commit(
                     latest.version + 1,
-                    source.node,
+                    _with_transactions_of(store, source, latest),
                     latest.definition,
                     uuid.uuid4().hex,
                     actions=encoded,
@@ -278,6 +278,24 @@ def rollback_to(
                 if exc.rule != "version-taken":
                     raise
     raise CommitConflictError("rollback lost the race too often", rule="retries-exhausted")
+
+
+def _with_transactions_of(store: CatalogStore, source: Root, latest: Root) -> Node:
+    """``source``'s tree with the distributed transactions' objects of
+    ``latest`` in place of its own (spec/transactions.md §7): a rollback
+    restores the catalog's objects, never a transaction's outcome. A
+    transaction finished since ``source`` stays finished (brought back, it
+    could be told a second outcome, §6.4); one open at ``latest`` stays open
+    (its commit is then refused, rule ``catalog-rollback``)."""
+    prefix = type_prefix(ObjectType.TRANSACTION)
+    loader = store.load_node
+    theirs = dict(tree.scan(source.node, prefix, loader))
+    ours = dict(tree.scan(latest.node, prefix, loader))
+    changes = [(key, None) for key in theirs if key not in ours]
+    changes += [(key, value) for key, value in ours.items() if theirs.get(key) != value]
+    if not changes:
+        return source.node
+    return tree.apply(source.node, sorted(changes, key=lambda c: c[0]), latest.order, loader)
 
 
 def _check_restorable(store: CatalogStore, source: Root, latest: Root) -> None:

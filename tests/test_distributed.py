@@ -190,3 +190,43 @@ def test_an_expiration_keeps_a_transaction_distributed_while_it_runs(tmp_path, m
     resumed = olympia.load_catalog(str(tmp_path / "c")).resume(ids[0])
     assert resumed.commit() == cat.version
     assert cat.latest().table_exists("ns", "late")
+
+
+def test_a_catalog_rollback_never_brings_back_a_finished_transaction(tmp_path):
+    """rollback_to restored the target's whole tree, distributed transactions'
+    objects included: one committed (or rolled back) since came back open,
+    could be rolled back after its commit was acknowledged (two outcomes for
+    one id) and held the expiration floor. A rollback restores the catalog's
+    objects and keeps the latest version's transaction objects: finished
+    ones stay finished, an open one stays open and its commit is then
+    refused (catalog-rollback)."""
+    cat = olympia.create_catalog(str(tmp_path / "c"))
+    with cat.transaction() as t:
+        t.create_namespace("a")
+    committed = cat.begin("serializable")
+    committed.create_table("a", "x", "s3://b/x/v1.json")
+    committed_id = committed.distribute()
+    rolled_back = cat.begin()
+    rolled_back.create_table("a", "y", "s3://b/y/v1.json")
+    rolled_back_id = rolled_back.distribute()
+    target = cat.latest().version  # both open here
+    done = cat.resume(committed_id).commit()
+    cat.resume(rolled_back_id).rollback()
+    still_open = cat.begin()
+    still_open.create_table("a", "z", "s3://b/z/v1.json")
+    open_id = still_open.distribute()
+    assert cat.at_version(done).list_tables("a") == ["x"]
+
+    restored = cat.rollback_to(target)
+    assert cat.latest().list_tables("a") == []  # the catalog's objects are target's
+    assert [i.id for i in cat.list_transactions()] == [open_id]
+    for finished in (committed_id, rolled_back_id):
+        with pytest.raises(TransactionNotFoundError, match="no open distributed transaction"):
+            cat.resume(finished, recover_after_seconds=0)
+    with pytest.raises(CommitConflictError) as err:
+        cat.resume(open_id).commit()
+    assert err.value.rule == "catalog-rollback"
+    assert cat.list_transactions() == []
+    assert cat.latest().list_tables("a") == []
+    [info] = [i for i in cat.history(since=restored) if i.version == restored]
+    assert info.rollback_to == target
