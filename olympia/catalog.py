@@ -23,7 +23,7 @@ from olympia.errors import (
 )
 from olympia.layout import MAX_VERSION
 from olympia.maintenance import ExpireResult, FileCheck, VersionInfo
-from olympia.node import EMPTY_LEAF
+from olympia.node import EMPTY_LEAF, Node
 from olympia.objects import ObjectChange, TransactionInfo
 from olympia.proto import objects_pb2 as pb
 from olympia.reader import CatalogVersion
@@ -506,7 +506,23 @@ def load_catalog(
             f"catalog at {storage.location} has format version {root.definition.format_version}; "
             f"this olympia reads version {FORMAT_VERSION}"
         )
+    if root.definition.format_version >= 2 and _has_padded_keys(root.node):
+        raise CorruptCatalogError(
+            f"catalog at {storage.location} was written by a pre-release build of format "
+            f"version 2, whose object keys are padded (spec/format.md §1): this olympia would "
+            f"not find its objects by name and would write duplicates beside them, so it "
+            f"refuses it; open it with the build that wrote it and copy its objects into a "
+            f"new catalog"
+        )
     return Catalog(store, uri if isinstance(uri, str) else storage.location, storage_options)
+
+
+def _has_padded_keys(root: Node) -> bool:
+    """Whether the keys of the latest root (its own keys: a leaf's objects or
+    an internal node's pivots, which are object keys) are padded ones. A
+    compact key never ends with a space nor holds two: names hold no white
+    space, and transaction ids are ``[A-Za-z0-9_-]`` (spec/format.md §5)."""
+    return any(key.endswith(" ") or "  " in key for key in root.keys)
 
 
 def _check_cache_bytes(cache_bytes: object) -> None:

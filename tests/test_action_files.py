@@ -353,6 +353,39 @@ def test_format_version_2_catalogs_use_compact_keys(tmp_path):
     ]
 
 
+def test_a_format_2_catalog_with_padded_keys_is_refused_when_opened(tmp_path):
+    """A pre-release build of format version 2 wrote padded keys. This build
+    opened such a catalog, did not find its objects by name, and committed
+    a second `sales` and `sales.orders` beside them (fsck then said ok). It
+    is now refused when opened, naming the cause; a catalog whose keys are
+    compact, or of format version 1 (padded by rule), opens as before."""
+    path = tmp_path / "c"
+    old = olympia.create_catalog(str(path), format_version=1)
+    with old.transaction() as t:
+        t.create_namespace("sales")
+        t.create_table("sales", "orders", "s3://b/orders.json")
+    # What the pre-release build left: format version 2, padded keys.
+    store = old._store
+    latest = store.load_latest()
+    definition = type(latest.definition)()
+    definition.CopyFrom(latest.definition)
+    definition.format_version = 2
+    store.commit(
+        latest.version + 1, latest.node, definition, "prerelease", previous_root=latest.path
+    )
+    with pytest.raises(CorruptCatalogError, match="pre-release build of format version 2"):
+        olympia.load_catalog(str(path))
+    fine = olympia.create_catalog(str(tmp_path / "fine"))
+    with fine.transaction() as t:
+        t.create_namespace("sales")
+        t.create_table("sales", "orders", "s3://b/orders.json")
+    assert olympia.load_catalog(str(tmp_path / "fine")).latest().list_tables("sales") == ["orders"]
+    one = olympia.create_catalog(str(tmp_path / "one"), format_version=1)
+    with one.transaction() as t:
+        t.create_namespace("sales")
+    assert olympia.load_catalog(str(tmp_path / "one")).latest().list_namespaces() == ["sales"]
+
+
 def test_an_old_action_file_name_is_renewed_before_it_is_published_again(monkeypatch):
     """A commit retried long after it named its action file names it anew
     (same content, fresh time), so that expiration's grace period, which goes
