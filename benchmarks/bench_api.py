@@ -1155,7 +1155,7 @@ def main(argv: list[str] | None = None) -> int:
         harness.log(f"peer skipped: {skip}")
 
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-api-", dir=args.tmp)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     sections: list[str] = []
     problems: list[str] = []
     moto = None
@@ -1193,7 +1193,7 @@ def main(argv: list[str] | None = None) -> int:
         if moto is not None:
             moto.stop()
         shutil.rmtree(base_tmp, ignore_errors=True)
-    finished = datetime.datetime.now(datetime.timezone.utc)
+    finished = datetime.datetime.now(datetime.UTC)
     machine = harness.machine_info(os.path.dirname(base_tmp))
     machine.append(harness.creation_row(probe_start, probe_end))
     machine += [

@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(args_list)
     seconds = args.seconds or (5.0 if args.quick else 20.0)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     t0 = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="bench_appends_")
     runs: list[Run] = []

@@ -787,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-hosts-", dir=args.tmp)
     order = list(args.hosts) if args.once else list(args.hosts) + list(reversed(args.hosts))
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     harness.log("starting a moto S3 server in a child process")
     moto = s3_requests.start_moto_process(latency=args.latency_ms, setup=moto_counters)
     runs: list[HostsRun] = []
@@ -803,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         moto.stop()
         shutil.rmtree(base_tmp, ignore_errors=True)
-    finished = datetime.datetime.now(datetime.timezone.utc)
+    finished = datetime.datetime.now(datetime.UTC)
     problems = [f"{r.label}: {x}" for r in runs for x in r.run.problems]
     targets = target_check(runs)
     text = "\n".join(

@@ -344,12 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.sizes or ([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
     calls = args.calls or (20 if args.quick else 100)
     tmp = tempfile.mkdtemp(prefix="olympia-bench-iceberg-", dir=args.tmp)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     try:
         results = [run_size(tmp, n, calls, args.seed) for n in sizes]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    finished = datetime.datetime.now(datetime.timezone.utc)
+    finished = datetime.datetime.now(datetime.UTC)
     command = harness.command_line("bench_iceberg", argv)
     machine = harness.machine_info(tmp)
     text = "\n".join(

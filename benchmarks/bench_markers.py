@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.local_sizes = [s for s in args.local_sizes if s <= 10_000]
         args.s3_sizes = [s for s in args.s3_sizes if s <= 10_000]
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     tmp = tempfile.mkdtemp(prefix="olympia-markers-", dir=args.tmp)
     local_rows: list[dict[str, Any]] = []
     s3_rows: list[dict[str, Any]] = []

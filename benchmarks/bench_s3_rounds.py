@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=0, help="busy loops beside the run")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     report = run(args.repeat, args.tables, args.busy)
     head = (
         f"Run {started:%Y-%m-%d %H:%M} UTC, {args.busy} busy loops, "

@@ -890,7 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_prof = args.profile_requests or (50 if args.quick else 300)
     parts = args.only
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     t_start = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=args.tmp)
     loads = [harness.load_average()]

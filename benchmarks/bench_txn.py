@@ -979,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         harness.log(f"peer skipped: {skip}")
 
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-txn-", dir=args.tmp)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     pairs: list[tuple[str, list[Run], list[Run]]] = []
     try:
         plan = [
@@ -1015,7 +1015,7 @@ def main(argv: list[str] | None = None) -> int:
             size_results = latency_vs_size(base_tmp, sizes, latency_commits, args.seed, peer)
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
-    finished = datetime.datetime.now(datetime.timezone.utc)
+    finished = datetime.datetime.now(datetime.UTC)
     machine = harness.machine_info(os.path.dirname(base_tmp))
 
     tables = report(pairs, size_results, peer)

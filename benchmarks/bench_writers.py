@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     peer = not args.no_peer and not harness.peer_available()
     base_tmp = tempfile.mkdtemp(prefix="olympia-bench-writers-", dir=args.tmp)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     sections: list[str] = []
     problems: list[str] = []
     probe_start = harness.creation_probe(base_tmp)
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         probe_end = harness.creation_probe(base_tmp)
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
-    finished = datetime.datetime.now(datetime.timezone.utc)
+    finished = datetime.datetime.now(datetime.UTC)
     text = "\n".join(sections)
     print(text)
     if not args.no_save:

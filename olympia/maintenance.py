@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from olympia import layout, tree
@@ -191,7 +191,7 @@ def version_info(store: CatalogStore, root: Root) -> VersionInfo:
         )
     return VersionInfo(
         version=root.version,
-        created_at=datetime.fromtimestamp(root.created_at_millis / 1000, tz=timezone.utc),
+        created_at=datetime.fromtimestamp(root.created_at_millis / 1000, tz=UTC),
         transaction_id=root.info.transaction_id,
         isolation=root.info.isolation,
         begin_version=root.info.begin_version,
@@ -291,7 +291,7 @@ def _with_transactions_of(store: CatalogStore, source: Root, latest: Root) -> No
     loader = store.load_node
     theirs = dict(tree.scan(source.node, prefix, loader))
     ours = dict(tree.scan(latest.node, prefix, loader))
-    changes = [(key, None) for key in theirs if key not in ours]
+    changes: list[tree.Change] = [(key, None) for key in theirs if key not in ours]
     changes += [(key, value) for key, value in ours.items() if theirs.get(key) != value]
     if not changes:
         return source.node
@@ -929,7 +929,7 @@ def _retention_floor(
     if moment <= 0:
         return old_floor, (max_age, min_versions)  # every version is younger
     try:
-        by_time = version_as_of(store, datetime.fromtimestamp(moment / 1000, tz=timezone.utc))
+        by_time = version_as_of(store, datetime.fromtimestamp(moment / 1000, tz=UTC))
     except VersionNotFoundError:
         by_time = old_floor  # every kept version is younger
     return min(latest - min_versions + 1, by_time), (max_age, min_versions)

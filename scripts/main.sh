@@ -2,7 +2,7 @@
 # The main job: a PySpark pipeline on an embedded olympia catalog
 # (olympia/jobs/orders.py). Options go to it, e.g.
 #   bash scripts/main.sh --batches 3 --orders-per-batch 500 --warehouse /tmp/lake
-# Needs Python 3.10+ and Java 17 (or 11); installs the rest into .venv.
+# Needs Python 3.11+ and Java 17 (or 11); installs the rest into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The spark and s3 extras (--warehouse s3://... needs s3fs), unless .venv

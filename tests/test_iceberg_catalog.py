@@ -373,7 +373,7 @@ def test_catalog_maintenance_leaves_table_files_alone(tmp_path: Path) -> None:
     assert report.ok
     assert not [o for o in report.orphans if ".db/" in str(o)]
     cat.olympia.expire_versions(
-        older_than=datetime.datetime.now(datetime.timezone.utc),
+        older_than=datetime.datetime.now(datetime.UTC),
         grace_seconds=0,
         allow_short_grace=True,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -46,9 +46,7 @@ def test_history_and_time_travel(cat):
     last = max(h.version for h in history if h.created_at <= history[4].created_at)
     assert cat.as_of(history[4].created_at).version == last >= 4
     assert _tables(cat.as_of(history[4].created_at)) == [f"t{i}" for i in range(last - 1)]
-    assert _tables(cat.as_of(datetime.now(timezone.utc) + timedelta(days=1))) == [
-        f"t{i}" for i in range(5)
-    ]
+    assert _tables(cat.as_of(datetime.now(UTC) + timedelta(days=1))) == [f"t{i}" for i in range(5)]
     with pytest.raises(VersionNotFoundError):
         cat.as_of(history[0].created_at - timedelta(days=1))
 

@@ -27,11 +27,11 @@ import re
 import signal
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import tomllib
 
 import olympia
 import olympia.spark

@@ -9,7 +9,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from rich import box
@@ -107,7 +107,7 @@ class Command:
 
 
 def iso_time(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 def warehouse_uri(args: argparse.Namespace, *, this_process_only: bool = False) -> str:
@@ -160,7 +160,7 @@ def parse_time(text: str) -> datetime:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise CliError(f"not a time: {text!r}; use ISO 8601, e.g. 2026-11-23T15:00:00Z") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def catalog_view(cat: Catalog, args: argparse.Namespace) -> CatalogVersion:

@@ -4,7 +4,7 @@ details for tables and views."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from olympia.catalog import CatalogVersion
@@ -182,9 +182,7 @@ def _iceberg_table(args: argparse.Namespace, name: str, location: str) -> dict[s
         "location": md.location,
         "current_snapshot_id": snapshot.snapshot_id if snapshot else None,
         "snapshots": len(md.snapshots),
-        "last_updated": iso_time(
-            datetime.fromtimestamp(md.last_updated_ms / 1000, tz=timezone.utc)
-        ),
+        "last_updated": iso_time(datetime.fromtimestamp(md.last_updated_ms / 1000, tz=UTC)),
         "schema": [
             {"id": f.field_id, "name": f.name, "type": str(f.field_type), "required": f.required}
             for f in schema.fields

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import olympia
@@ -70,7 +70,7 @@ def cmd_txn(args: argparse.Namespace, out: Out) -> int:
 
 def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:
     def ms(x: int) -> str:
-        return iso_time(datetime.fromtimestamp(x / 1000, tz=timezone.utc))
+        return iso_time(datetime.fromtimestamp(x / 1000, tz=UTC))
 
     return {
         "id": t.id,
