@@ -397,3 +397,40 @@ def test_a_location_of_a_scheme_without_file_io_is_refused_before_anything_is_wr
         cat.create_table(("ns", "t"), schema, location="ftp://host/data/t")
     assert olympia.load_catalog(str(tmp_path / "wh")).latest().version == before
     assert cat.list_tables("ns") == []
+
+
+def test_a_table_an_earlier_build_left_at_a_relative_location_reads_and_says_why_it_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier build took a relative warehouse as given (the README's
+    ``"warehouse": "lake"``) and committed tables at ``lake/ns.db/t``. This
+    build refused their appends, naming the manifest list PyIceberg wrote
+    as a relative location the user had given: the refusal now names the
+    table's committed location, says where it came from and what to do;
+    reading still works."""
+    import json
+
+    from pyiceberg.exceptions import ForbiddenError
+
+    monkeypatch.chdir(tmp_path)
+    cat = olympia_catalog(f"file://{tmp_path}/wh")
+    cat.create_namespace("ns")
+    table = cat.create_table(("ns", "t"), rows([1]).schema)
+    table.append(rows([1, 2]))
+    current = table.metadata_location
+    document = json.loads(Path(current.removeprefix("file://")).read_text())
+    document["location"] = "wh/ns.db/t"  # what the earlier build recorded
+    relative = tmp_path / "wh" / "ns.db" / "t" / "metadata" / "99999-relative.metadata.json"
+    relative.write_text(json.dumps(document))
+    core = olympia.load_catalog(str(tmp_path / "wh"))
+    with core.transaction() as t:
+        t.update_table("ns", "t", metadata_location=f"file://{relative}")
+    old = cat.load_table(("ns", "t"))
+    assert sorted(ids_of(old)) == [1, 2]
+    before = core.latest().version
+    with pytest.raises(ForbiddenError) as err:
+        old.append(rows([3]))
+    message = str(err.value)
+    assert "table ns.t cannot be written: its committed location 'wh/ns.db/t'" in message
+    assert "relative" in message and "copy it into a table at an absolute location" in message
+    assert olympia.load_catalog(str(tmp_path / "wh")).latest().version == before

@@ -63,6 +63,7 @@ from olympia.iceberg.locations import (
     LocationNotAllowedError,
     is_under,
     location_provider,
+    normalize,
     overlap,
     path_segment,
 )
@@ -453,6 +454,19 @@ class TransactionCatalog(MetastoreCatalog):
         """
         policy = self._tx.owner.locations
         what = f"table {namespace}.{name}"
+        if base is not None and metadata.location == base.location:
+            try:
+                normalize(base.location)
+            except LocationNotAllowedError as exc:
+                # Committed by a build that took a relative warehouse as it
+                # was given: a FileIO resolves it against each process's
+                # working folder, so nothing more is written there.
+                raise LocationNotAllowedError(
+                    f"{what} cannot be written: its committed location {base.location!r} "
+                    f"is not one this catalog accepts ({exc}); an earlier olympia build "
+                    f"recorded it from a relative warehouse. Its data can still be read: "
+                    f"copy it into a table at an absolute location"
+                ) from None
         if base is None or metadata.location != base.location:
             where = policy.check(metadata.location, f"the location of {what}")
             if not policy.allow_overlap:
