@@ -606,6 +606,62 @@ def test_serve_says_where_it_listens_and_a_busy_port_makes_no_catalog(tmp_path: 
         server.wait(timeout=60)
 
 
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_stopped_server_rolls_back_its_open_transactions_and_exits_0(
+    tmp_path: Path, signal_name: str
+) -> None:
+    """Ctrl-C printed 'olympia: error: interrupted' (exit 130) for the way a
+    server in a terminal is stopped, and a /txn transaction open then left
+    its files for good. Both signals stop it cleanly, rolling them back."""
+    import signal
+    import socket
+    import time
+
+    import requests
+
+    fresh = tmp_path / "lake"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
+    server = subprocess.Popen(
+        [*command, "serve", "-w", str(fresh), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        assert "on http://127.0.0.1" in server.stderr.readline()
+        uri = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(f"{uri}/v1/config", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        namespace = requests.post(
+            f"{uri}/v1/olympia/namespaces", json={"namespace": ["s"]}, timeout=10
+        )
+        assert namespace.status_code == 200, namespace.text
+        begun = requests.post(f"{uri}/txn", json={}, timeout=10).json()
+        inside = f"{uri}/txn/{begun['id']}/v1/olympia/namespaces/s/tables"
+        schema = {"type": "struct", "schema-id": 0, "fields": []}
+        created = requests.post(inside, json={"name": "t", "schema": schema}, timeout=10)
+        assert created.status_code == 200, created.text
+        assert list((fresh / "s.db" / "t").rglob("*.metadata.json"))
+        server.send_signal(getattr(signal, signal_name))
+        assert server.wait(timeout=60) == 0
+        rest = server.stderr.read()
+        assert "error" not in rest, rest
+        assert not [p for p in (fresh / "s.db" / "t").rglob("*") if p.is_file()]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=60)
+
+
 def test_commands_refuse_catalogs_that_end_with_the_command(lake: str) -> None:
     """Each command is a process of its own: a memory:// catalog or export
     target would be gone when it returns (an export 'succeeded' and its

@@ -899,7 +899,36 @@ def test_idle_transactions_are_rolled_back_and_open_ones_are_capped(tmp_path: Pa
         assert "rolled back: no request used it for 1 s" in message
         assert "--transaction-idle-seconds" in message
         assert not client.table_exists(("idle", "t"))
-        assert not list(Path(small.warehouse.removeprefix("file://")).glob("idle.db/t/**/*.json"))
+        # Every file: the metadata the server wrote, and the data file,
+        # manifest and manifest list the client wrote (they were left).
+        assert not files_under(Path(small.warehouse.removeprefix("file://")) / "idle.db" / "t")
+
+
+def test_a_stopping_server_rolls_back_its_open_transactions_with_their_files(tmp_path: Path):
+    """A local /txn transaction lives in the server's memory: one still open
+    when the server stopped left the metadata the server wrote and the
+    clients' files for good (nobody could finish it after). Stopping rolls
+    each back as its client's rollback would; a distributed one stays."""
+    from pyiceberg.catalog import load_catalog
+
+    with serve(tmp_path) as first:
+        client = first.client()
+        client.create_namespace("stop")
+        local = requests.post(f"{first.uri}/txn", json={}, timeout=10).json()
+        shared = requests.post(f"{first.uri}/txn", json={"distributed": True}, timeout=10).json()
+        for begun, name in ((local, "t"), (shared, "u")):
+            inside = load_catalog(name, **{"type": "rest", "uri": f"{first.uri}/txn/{begun['id']}"})
+            inside.create_table(("stop", name), SCHEMA).append(rows([1]))
+        folder = Path(first.warehouse.removeprefix("file://")) / "stop.db"
+        assert any(f.endswith(".parquet") for f in files_under(folder / "t"))
+        warehouse = first.warehouse
+    assert not files_under(folder / "t")
+    assert any(f.endswith(".parquet") for f in files_under(folder / "u"))
+    with serve(tmp_path) as second:
+        assert second.warehouse == warehouse
+        done = requests.post(f"{second.uri}/txn/{shared['id']}/commit", timeout=30)
+        assert done.status_code == 200, done.text
+        assert sorted(second.client().list_tables("stop")) == [("stop", "u")]
 
 
 def test_a_transaction_used_by_its_status_request_is_not_rolled_back_as_idle(tmp_path: Path):

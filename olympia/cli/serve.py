@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from olympia.cli.base import (
     EXIT_OK,
@@ -53,6 +54,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     except ValueError as exc:  # PyIceberg's way to refuse a catalog property
         raise CliError(f"cannot serve {warehouse}: {exc}") from None
+    except KeyboardInterrupt:  # Ctrl-C is how a server in a terminal is stopped
+        sys.stderr.write("olympia serve: stopped\n")
     return EXIT_OK
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -89,6 +90,7 @@ class BackgroundServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
         self.host, self.port = self._sock.getsockname()[:2]
+        self._app = app
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -120,6 +122,7 @@ class BackgroundServer:
             self._thread.join(timeout=30)
         with contextlib.suppress(OSError):
             self._sock.close()
+        close_transactions(self._app)
 
     def __enter__(self) -> BackgroundServer:
         return self.start()
@@ -205,4 +208,29 @@ def serve(
         f"(Iceberg REST prefix {prefix!r}; Ctrl-C stops)\n"
     )
     sys.stderr.flush()
-    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
+    # uvicorn stops gracefully on SIGTERM, then raises it again: with the
+    # default handler the process would die before the finally below.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
+    finally:
+        try:
+            close_transactions(app)
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: the server stops the same way."""
+    raise KeyboardInterrupt
+
+
+def close_transactions(app: FastAPI) -> None:
+    """Roll back the local ``/txn`` transactions still open when the server
+    stops (spec/rest.md §8), with the files their clients wrote."""
+    sessions = getattr(app.state, "olympia", None)
+    sessions = getattr(sessions, "sessions", None)
+    if sessions is not None:
+        sessions.close()

@@ -235,13 +235,40 @@ class OpenTransactions:
                     used = self._used.get(txn_id, now)
                 if txn is None or now - used <= self.idle_seconds:
                     continue  # finished, or used meanwhile
-                with contextlib.suppress(Exception):  # a failed rollback still ends it
-                    txn.rollback()
+                self._abandon(txn)
                 self._forget(txn_id)
                 with self._lock:
                     self._idled[txn_id] = None
                     while len(self._idled) > _IDLED_KEPT:
                         self._idled.popitem(last=False)
+
+    @staticmethod
+    def _abandon(txn: IcebergTransaction) -> None:
+        """Roll back ``txn`` for its client, as the client's own rollback
+        does: the files the clients wrote go with the metadata files the
+        server wrote (spec/rest.md §8). A failed rollback still ends it."""
+        with contextlib.suppress(Exception):
+            note_client_files(txn)
+        with contextlib.suppress(Exception):
+            txn.rollback()
+
+    def close(self) -> int:
+        """Roll back every open local transaction (the server is stopping:
+        they live in its memory only, and nobody could finish them after);
+        return how many. Distributed ones stay, for another process."""
+        with self._lock:
+            ids = list(self._local)
+        done = 0
+        for txn_id in ids:
+            with self._exclusive(txn_id):
+                with self._lock:
+                    txn = self._local.get(txn_id)
+                if txn is None:
+                    continue
+                self._abandon(txn)
+                self._forget(txn_id)
+                done += 1
+        return done
 
     def _gone(self, txn_id: str) -> RestError:
         """404 for a transaction that is not open, saying so when the server
