@@ -128,17 +128,20 @@ def _window_check(
 ) -> Callable[[CatalogReader, frozenset[str]], None] | None:
     """The optional check a content-merge hook makes of every version
     committed since the begin version (spec/transactions.md §4.3): its
-    ``check_window(latest, written)`` method, called with a read-only view of
-    the newest of them and the keys they wrote, raising a
-    CommitConflictError to refuse the commit, when its ``checks_window()``
-    says it has something to check. A transaction with such a check is not
-    published by another writer's group commit (§3.2), whose holder checks
-    only object keys."""
+    ``check_window(latest, written)`` method, called after ``rebase`` with a
+    read-only view of the newest of them and the keys they wrote, raising a
+    CommitConflictError to refuse the commit."""
     check = getattr(merge, "check_window", None)
+    return check if callable(check) else None
+
+
+def _checks_window(merge: ContentMerge | None) -> bool:
+    """Whether the hook's ``checks_window()`` says its window check has
+    something to check when the commit starts: then the transaction is not
+    published by another writer's group commit (§3.2), whose holder checks
+    only object keys and cannot call the hook."""
     wanted = getattr(merge, "checks_window", None)
-    if not callable(check) or not callable(wanted) or not wanted():
-        return None
-    return check  # type: ignore[no-any-return]
+    return callable(wanted) and bool(wanted())
 
 
 def nothing_to_publish(actions: ActionLog, isolation: str) -> bool:
@@ -385,11 +388,11 @@ class Commit:
         if self.relevant is None:
             self.relevant = _replay_keys(fp, self.own)
         new = self._window(self.checked, target.version)
+        patched = bool(self.merged) and self._merge_content(target, new)
         if self.window_check is not None and new:
             self.window_check(
                 CatalogVersion(self.store, target), frozenset(k for c in new for k in c.writes)
             )
-        patched = bool(self.merged) and self._merge_content(target, new)
         if patched:  # the actions changed: encode them again
             self.encoded = PreparedActions(
                 self.actions.encoded, len(self.actions), self.id, target.definition
@@ -601,7 +604,7 @@ class Commit:
             and self.written_since is None  # the chain does not carry it
             and begin.format_version >= 2  # a format-1 holder publishes none
             and self.checker.group_commit
-            and self.window_check is None
+            and not (self.window_check is not None and _checks_window(self.merge))
         )
 
     def _catch_up(self) -> None:

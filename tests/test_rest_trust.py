@@ -350,6 +350,50 @@ def test_concurrent_transactions_cannot_claim_overlapping_places(
     assert any(f.endswith(".metadata.json") for f in files_under(Path(outer[len("file://") :])))
 
 
+@pytest.mark.parametrize("route", ["write.data.path", "location"])
+def test_a_rebased_commit_cannot_take_back_a_place_another_table_took(
+    served: Served, allowed: Path, route: str
+):
+    """A /txn transaction re-set a place its table already had (the same
+    write.data.path; or set-location elsewhere and back), which was no new
+    place when staged. Meanwhile the table gave the place up and another
+    table was created there; the commit's rebase applied the transaction's
+    updates to the newer metadata and put the place back: two tables kept
+    files in one folder. What a commit claims is now what its rebased
+    metadata has that the committed table has not (409, location-overlap)."""
+    client = served.client()
+    ns = f"rb{route.split('.')[-1]}"
+    client.create_namespace(ns)
+    place = f"file://{allowed}/{ns}-place"
+    if route == "location":
+        x = client.create_table((ns, "x"), SCHEMA, location=place)
+        updates = [
+            {"action": "set-location", "location": f"file://{allowed}/{ns}-elsewhere"},
+            {"action": "set-location", "location": place},
+        ]
+        give_up = {"action": "set-location", "location": f"file://{allowed}/{ns}-moved"}
+    else:
+        x = client.create_table((ns, "x"), SCHEMA, properties={"write.data.path": place})
+        updates = [{"action": "set-properties", "updates": {"write.data.path": place}}]
+        give_up = {"action": "remove-properties", "removals": ["write.data.path"]}
+    base, _ = _open_txn(served)
+    staged = post(served, f"namespaces/{ns}/tables/x", change(ns, "x", *updates), base=base)
+    assert staged.status_code == 200, staged.text
+    moved = post(served, f"namespaces/{ns}/tables/x", change(ns, "x", give_up))
+    assert moved.status_code == 200, moved.text
+    taken = post(
+        served, f"namespaces/{ns}/tables", {"name": "y", "schema": SCHEMA_JSON, "location": place}
+    )
+    assert taken.status_code == 200, taken.text
+    refused = requests.post(f"{base}/commit", timeout=30)
+    assert refused.status_code == 409, refused.text
+    message = error_of(refused)["message"]
+    assert "rule location-overlap" in message and f"table {ns}.y keeps its files" in message
+    latest = client.load_table((ns, "x")).metadata
+    assert place not in (latest.location, latest.properties.get("write.data.path"))
+    assert x.metadata_location != client.load_table((ns, "x")).metadata_location
+
+
 def test_a_table_cannot_be_registered_on_another_tables_files(served: Served):
     a = new_table(served, "own", "a", [1, 2])
     response = post(

@@ -1284,6 +1284,8 @@ class IcebergMerge:
         self._rebase_files: dict[tuple[str, str], list[str]] = {}
         #: The version up to which each table's concurrent changes were judged.
         self._checked: dict[tuple[str, str], int | None] = {}
+        #: The metadata each rebased table would now publish.
+        self._staged: dict[tuple[str, str], str] = {}
 
     def _by_key(self) -> dict[str, tuple[str, str]]:
         keys = self._tx.key_codec()
@@ -1299,24 +1301,37 @@ class IcebergMerge:
             if state.commits or state.scans or state.reads or state.recovered
         ]
 
-    def _claims(self) -> list[tuple[str, str, str]]:
+    def _claims(self, latest: Any = None) -> list[tuple[str, str, str]]:
         """(namespace, name, place) of each place (location, ``write.*.path``)
-        that a table this transaction created or changed has and its
-        metadata at the begin version did not: the places its commit claims
-        (spec/rest.md §10). None when the catalog allows overlaps."""
+        that a table this transaction created or changed has in what it
+        would publish (its staged metadata, or what a rebase made of it) and
+        not in the table's metadata committed in ``latest`` (default: the
+        newest version): the places its commit claims (spec/rest.md §10).
+        A place the table had at the begin version counts too once the
+        committed table gave it up (another table may hold it since). None
+        when the catalog allows overlaps."""
         tx = self._tx
         owner = tx.owner
         if owner.locations.allow_overlap:
             return []
+        view = latest if latest is not None else owner.olympia.latest()
         out: list[tuple[str, str, str]] = []
         for (namespace, name), state in list(tx._tables.items()):
+            staged = self._staged.get((namespace, name))
+            if staged is None:
+                try:
+                    staged = tx.catalog._location(namespace, name)
+                except ice.NoSuchIcebergTableError:
+                    continue
+                if not staged or staged == state.base_location:
+                    continue  # not written by this transaction
             try:
-                staged = tx.catalog._location(namespace, name)
-            except ice.NoSuchIcebergTableError:
+                committed = view.describe_table(namespace, name).metadata_location
+            except oe.NoSuchObjectError:
+                committed = None
+            if staged == committed:
                 continue
-            if not staged or staged == state.base_location:
-                continue
-            before = set(owner.table_places(state.base_location)) if state.base_location else set()
+            before = set(owner.table_places(committed)) if committed else set()
             out.extend(
                 (namespace, name, place)
                 for place in owner.table_places(staged)
@@ -1325,17 +1340,19 @@ class IcebergMerge:
         return out
 
     def checks_window(self) -> bool:
-        """Whether the commit must call :meth:`check_window` on every version
-        committed since the begin version: when the transaction claims a
-        place for a table's files (the core then publishes it itself, not
-        through another writer's group commit)."""
+        """Whether the transaction claims a place for a table's files when
+        its commit starts: then the core publishes it itself, not through
+        another writer's group commit, whose holder could not call
+        :meth:`check_window`. (A claim can only appear later through a
+        change of a table it writes, which a holder refuses by key.)"""
         return bool(self._claims())
 
     def check_window(self, latest: Any, written: frozenset[str]) -> None:
         """Refuse the commit when a table that the versions committed since
         the last check wrote (``written``: their object keys; ``latest`` the
         newest of them) keeps its files where a place this transaction
-        claims overlaps (spec/rest.md §10): the check made when the place was
+        claims (:meth:`_claims`, judged on what a rebase made of its tables)
+        overlaps (spec/rest.md §10): the check made when the place was
         staged saw only the tables committed then.
 
         Raises:
@@ -1348,7 +1365,7 @@ class IcebergMerge:
             raise
 
     def _check_window(self, latest: Any, written: frozenset[str]) -> None:
-        claims = self._claims()
+        claims = self._claims(latest)
         if not claims:
             return
         codec = self._tx.key_codec()
@@ -1500,6 +1517,7 @@ class IcebergMerge:
             state.metadata_files = [new_location]
             self._bases[(namespace, name)] = theirs
             self._checked[(namespace, name)] = version
+            self._staged[(namespace, name)] = new_location
             out[key] = new_location
         return out
 
