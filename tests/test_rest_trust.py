@@ -31,6 +31,8 @@ from pyiceberg.table import StaticTable
 from pyiceberg.table.snapshots import Snapshot
 from rest_helpers import PREFIX, Served, change_of, serve
 
+import olympia
+
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 SCHEMA_JSON = {
     "type": "struct",
@@ -946,6 +948,32 @@ def test_idle_transactions_are_rolled_back_and_open_ones_are_capped(tmp_path: Pa
         # Every file: the metadata the server wrote, and the data file,
         # manifest and manifest list the client wrote (they were left).
         assert not files_under(Path(small.warehouse.removeprefix("file://")) / "idle.db" / "t")
+
+
+def test_olympia_txn_rollback_of_a_rest_transaction_deletes_its_files(tmp_path: Path):
+    """The README's route for an abandoned distributed /txn transaction
+    (olympia txn list, then txn rollback ID) rolled it back through the core
+    alone: the metadata the server wrote, the files its clients wrote and its
+    sidecar stayed for good. It now rolls back as the server's own rollback."""
+    from pyiceberg.catalog import load_catalog
+
+    from olympia.cli import main
+
+    with serve(tmp_path) as served:
+        client = served.client()
+        client.create_namespace("cli")
+        begun = requests.post(f"{served.uri}/txn", json={"distributed": True}, timeout=10).json()
+        inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{begun['id']}"})
+        inside.create_table(("cli", "t"), SCHEMA).append(rows([1]))
+        warehouse = Path(served.warehouse.removeprefix("file://"))
+        table = warehouse / "cli.db" / "t"
+        assert any(f.endswith(".parquet") for f in files_under(table))
+        assert (warehouse / "iceberg-txn" / f"{begun['id']}.json").exists()
+        assert main(["txn", "rollback", begun["id"], "-w", str(warehouse)]) == 0
+        assert not files_under(table)
+        assert not (warehouse / "iceberg-txn" / f"{begun['id']}.json").exists()
+        assert olympia.load_catalog(str(warehouse)).list_transactions() == []
+        assert not client.table_exists(("cli", "t"))
 
 
 def test_a_stopping_server_rolls_back_its_open_transactions_with_their_files(tmp_path: Path):

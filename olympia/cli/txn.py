@@ -12,10 +12,15 @@ from olympia.cli.base import (
     EXIT_OK,
     Command,
     Out,
+    absolute_location,
     examples_epilog,
     iso_time,
     open_catalog,
+    storage_options,
+    warehouse_uri,
 )
+from olympia.iceberg.sidecar import FOLDER as SIDECAR_FOLDER
+from olympia.keys import validate_transaction_id
 
 
 def cmd_txn(args: argparse.Namespace, out: Out) -> int:
@@ -33,6 +38,13 @@ def cmd_txn(args: argparse.Namespace, out: Out) -> int:
                     for d in data
                 ],
             ),
+        )
+        return EXIT_OK
+    if args.txn_command == "rollback":
+        _rollback(args, cat)
+        out.emit(
+            {"id": args.id, "rolled_back": True},
+            lambda: out.console.print(f"rolled back distributed transaction {args.id}"),
         )
         return EXIT_OK
     txn = cat.resume(args.id)
@@ -59,13 +71,39 @@ def cmd_txn(args: argparse.Namespace, out: Out) -> int:
                 ],
             ),
         )
-        return EXIT_OK
-    txn.rollback()
-    out.emit(
-        {"id": args.id, "rolled_back": True},
-        lambda: out.console.print(f"rolled back distributed transaction {args.id}"),
-    )
     return EXIT_OK
+
+
+def _rollback(args: argparse.Namespace, cat: olympia.Catalog) -> None:
+    """Roll back distributed transaction ``args.id``. One begun through the
+    REST server or the PyIceberg catalog (it has an Iceberg sidecar, spec/
+    iceberg.md §6) is rolled back as the server's own rollback does: with the
+    metadata files written for it and the files its clients wrote (spec/
+    rest.md §8), and its sidecar; without the iceberg extra, through the
+    core alone (those files are left, as orphans)."""
+    txn_id = validate_transaction_id(args.id)
+    if cat.store.storage.exists(f"{SIDECAR_FOLDER}/{txn_id}.json"):
+        try:
+            from pyiceberg.catalog import load_catalog
+
+            from olympia.iceberg.catalog import catalog_properties
+            from olympia.iceberg.clientfiles import note_client_files
+        except ImportError:
+            pass
+        else:
+            iceberg = load_catalog(
+                "olympia",
+                **{
+                    "py-catalog-impl": "olympia.iceberg.OlympiaCatalog",
+                    "warehouse": absolute_location(warehouse_uri(args)),
+                    **catalog_properties(storage_options(args) or {}),
+                },
+            )
+            txn = iceberg.resume(txn_id)  # type: ignore[attr-defined]
+            note_client_files(txn)
+            txn.rollback()
+            return
+    cat.resume(txn_id).rollback()
 
 
 def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:

@@ -24,55 +24,10 @@ from pyiceberg.catalog import Catalog
 from olympia import errors as oe
 from olympia import validate
 from olympia.codec import CommitInfo
-from olympia.iceberg import IcebergTransaction, OlympiaCatalog, names
-from olympia.iceberg.locations import LocationNotAllowedError, is_under
-from olympia.iceberg.purge import normal_path
-from olympia.iceberg.transaction import added_files
+from olympia.iceberg import IcebergTransaction, OlympiaCatalog
+from olympia.iceberg.clientfiles import note_client_files
 from olympia.rest.errors import RestError, classify
 from olympia.transaction import Transaction, check_isolation
-
-
-def client_files(
-    owner: OlympiaCatalog, table: tuple[str, str], base_location: str | None, staged: str
-) -> list[str]:
-    """The files a client wrote for the snapshots that the staged metadata adds
-    to the base (the server writes the metadata files itself), as far as the
-    server can tell: only files under the table's own location (its location
-    at the base, or where it was created), and none under another table's
-    location or ``write.*.path`` (spec/rest.md §8, §10). What the staged metadata names elsewhere,
-    or what can no longer be read, is left alone."""
-    try:
-        home_metadata = owner.read_metadata(base_location or staged)
-        home = owner.locations.check(home_metadata.location, "the table's location")
-        candidates = added_files(owner, base_location, staged, metadata=False)
-    except (OSError, ValueError, LocationNotAllowedError):
-        return []
-    # Table locations do not overlap unless the operator allows it; only then
-    # must every other table's location be looked at (a scan of the catalog).
-    others = owner.table_places_but(exclude=table) if owner.locations.allow_overlap else []
-    out: list[str] = []
-    for path in candidates:
-        normal = normal_path(owner, path)
-        if normal is None:
-            continue
-        if is_under(normal, home) and not any(is_under(normal, o) for o in others):
-            out.append(path)
-    return out
-
-
-def note_client_files(txn: IcebergTransaction) -> None:
-    """Add to the transaction's written files those the REST clients wrote for
-    its staged tables (:func:`client_files`), so that a rollback or a refused
-    commit deletes them too: the server itself only writes metadata files."""
-    core = txn.olympia_transaction
-    for identifier, state in txn.tables.items():
-        namespace, name = names.table_name(identifier)
-        if not core.table_exists(namespace, name):
-            continue
-        staged = core.describe_table(namespace, name).metadata_location
-        if staged and staged != state.base_location:
-            txn.claim_files(client_files(txn.owner, (namespace, name), state.base_location, staged))
-
 
 #: Properties of the namespace ``sys.dtxns.<id>`` that carry the commit
 #: metadata of transaction ``<id>`` (spec/rest.md §9).
