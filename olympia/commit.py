@@ -337,6 +337,7 @@ class Commit:
                 if holder.waiting():
                     return self._put_with_group(holder, new_root, serialized_before)
                 group.note_companions(holder.folder, 0)
+                holder.sweep()
             return self._put(new_root, serialized_before, release)
         finally:
             release()

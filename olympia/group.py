@@ -503,16 +503,13 @@ class Holder:
         each is renamed so that its owner can no longer withdraw it, then read.
         Yields (transaction id, request or None if unreadable); every claimed
         one must be answered with :meth:`publish` or :meth:`refuse`."""
+        self.sweep()
         now = time.time()
-        # Requests are looked at every time; the folder's other files (left
-        # by writers that died) only every few seconds: one stat each.
-        sweep = now - _SWEPT.get(self.folder, 0.0) > _SWEEP_SECONDS
         try:
             with os.scandir(self.folder) as it:
                 entries = []
                 for e in it:
-                    is_request = e.name.endswith(_REQUEST)
-                    if not (is_request or sweep):
+                    if not e.name.endswith(_REQUEST):
                         continue
                     try:
                         modified = e.stat(follow_symlinks=False).st_mtime
@@ -521,12 +518,10 @@ class Holder:
                     if now - modified > STALE_SECONDS:
                         with contextlib.suppress(OSError):
                             os.unlink(e.path)  # left by a writer that died
-                    elif is_request:
+                    else:
                         entries.append((modified, e.name))
         except OSError:
             return
-        if sweep:
-            _SWEPT[self.folder] = now
         entries.sort()
         for _, name in entries[:MAX_GROUP]:
             txn_id = name[: -len(_REQUEST)]
@@ -542,6 +537,29 @@ class Holder:
             # Kept until answered: :meth:`give_back` renames it back.
             request = decode(data)
             yield txn_id, (request if request is not None and request.txn_id == txn_id else None)
+
+    def sweep(self) -> None:
+        """Remove the files writers that died left in the folder (requests,
+        FIFOs, answers: any file unchanged for :data:`STALE_SECONDS`), at most
+        once every few seconds per folder (one stat per file). Every holder
+        does, whether or not requests are waiting: a catalog whose writers
+        died and that one writer goes on using would keep them otherwise."""
+        now = time.time()
+        if now - _SWEPT.get(self.folder, 0.0) <= _SWEEP_SECONDS:
+            return
+        _SWEPT[self.folder] = now
+        try:
+            with os.scandir(self.folder) as it:
+                for e in it:
+                    try:
+                        modified = e.stat(follow_symlinks=False).st_mtime
+                    except OSError:
+                        continue
+                    if now - modified > STALE_SECONDS:
+                        with contextlib.suppress(OSError):
+                            os.unlink(e.path)
+        except OSError:
+            return
 
     def tidy(self) -> None:
         """Remove the bell and the preview, and the folder if nothing is left
