@@ -2074,10 +2074,13 @@ class IcebergTransaction:
             since = self._begin_millis()
             if committed is None or since is None:
                 logger.warning(
-                    "transaction %s leaves the %d files its staged metadata names: the "
-                    "committed metadata of its tables, or its begin version, cannot be read",
+                    "transaction %s leaves the %d files its staged metadata names (orphans): "
+                    "it cannot tell which of them a committed version reads, since more than "
+                    "%d versions were committed after its begin version, or their metadata, "
+                    "or when its begin version was committed, cannot be read",
                     self.id,
                     len(self.claimed_files),
+                    _VERSIONS_SEARCHED,
                 )
                 keep = self.claimed_files
             else:
