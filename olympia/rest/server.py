@@ -227,10 +227,12 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def close_transactions(app: FastAPI) -> None:
+def close_transactions(app: Any) -> None:
     """Roll back the local ``/txn`` transactions still open when the server
-    stops (spec/rest.md §8), with the files their clients wrote."""
-    sessions = getattr(app.state, "olympia", None)
-    sessions = getattr(sessions, "sessions", None)
+    stops (spec/rest.md §8), with the files their clients wrote. ``app`` is
+    the application :func:`create_app` made (anything else, such as a
+    middleware wrapped around it, holds none)."""
+    served = getattr(getattr(app, "state", None), "olympia", None)
+    sessions = getattr(served, "sessions", None)
     if sessions is not None:
         sessions.close()
