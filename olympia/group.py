@@ -444,6 +444,32 @@ def ring_waiters(folder: str) -> None:
         _ring(os.path.join(folder, name[: -len(_REQUEST)] + _WAKE))
 
 
+def _live_files(folder: str, suffix: str = "") -> list[tuple[float, str]] | None:
+    """(modification time, name) of the files of ``folder`` whose names end
+    with ``suffix``, after removing those of them unchanged for
+    :data:`STALE_SECONDS` (left by writers that died); None when the folder
+    cannot be listed."""
+    now = time.time()
+    live = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if not e.name.endswith(suffix):
+                    continue
+                try:
+                    modified = e.stat(follow_symlinks=False).st_mtime
+                except OSError:
+                    continue
+                if now - modified > STALE_SECONDS:
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.path)
+                else:
+                    live.append((modified, e.name))
+    except OSError:
+        return None
+    return live
+
+
 class Holder:
     """The lock holder's side: claiming requests and answering them."""
 
@@ -504,23 +530,8 @@ class Holder:
         Yields (transaction id, request or None if unreadable); every claimed
         one must be answered with :meth:`publish` or :meth:`refuse`."""
         self.sweep()
-        now = time.time()
-        try:
-            with os.scandir(self.folder) as it:
-                entries = []
-                for e in it:
-                    if not e.name.endswith(_REQUEST):
-                        continue
-                    try:
-                        modified = e.stat(follow_symlinks=False).st_mtime
-                    except OSError:
-                        continue
-                    if now - modified > STALE_SECONDS:
-                        with contextlib.suppress(OSError):
-                            os.unlink(e.path)  # left by a writer that died
-                    else:
-                        entries.append((modified, e.name))
-        except OSError:
+        entries = _live_files(self.folder, _REQUEST)
+        if entries is None:
             return
         entries.sort()
         for _, name in entries[:MAX_GROUP]:
@@ -548,18 +559,7 @@ class Holder:
         if now - _SWEPT.get(self.folder, 0.0) <= _SWEEP_SECONDS:
             return
         _SWEPT[self.folder] = now
-        try:
-            with os.scandir(self.folder) as it:
-                for e in it:
-                    try:
-                        modified = e.stat(follow_symlinks=False).st_mtime
-                    except OSError:
-                        continue
-                    if now - modified > STALE_SECONDS:
-                        with contextlib.suppress(OSError):
-                            os.unlink(e.path)
-        except OSError:
-            return
+        _live_files(self.folder)
 
     def tidy(self) -> None:
         """Remove the bell and the preview, and the folder if nothing is left

@@ -588,15 +588,7 @@ def test_serve_says_where_it_listens_and_a_busy_port_makes_no_catalog(tmp_path: 
         res = run("serve", "--port", str(taken.getsockname()[1]), warehouse=str(fresh))
     assert res.returncode == 2, res.stderr
     assert not fresh.exists()  # nothing made
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
-    server = subprocess.Popen(
-        [*command, "serve", "-w", str(fresh), "--port", str(port)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, port = _start_serve(fresh)
     try:
         assert server.stderr is not None
         line = server.stderr.readline()
@@ -604,6 +596,23 @@ def test_serve_says_where_it_listens_and_a_busy_port_makes_no_catalog(tmp_path: 
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _start_serve(warehouse: Path) -> tuple[subprocess.Popen[str], int]:
+    """``olympia serve`` of ``warehouse`` on a free port, as a process (its
+    standard error piped)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
+    server = subprocess.Popen(
+        [*command, "serve", "-w", str(warehouse), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return server, port
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
@@ -614,21 +623,12 @@ def test_a_stopped_server_rolls_back_its_open_transactions_and_exits_0(
     server in a terminal is stopped, and a /txn transaction open then left
     its files for good. Both signals stop it cleanly, rolling them back."""
     import signal
-    import socket
     import time
 
     import requests
 
     fresh = tmp_path / "lake"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "olympia.cli"]
-    server = subprocess.Popen(
-        [*command, "serve", "-w", str(fresh), "--port", str(port)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, port = _start_serve(fresh)
     try:
         assert server.stderr is not None
         assert "on http://127.0.0.1" in server.stderr.readline()
