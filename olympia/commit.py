@@ -122,6 +122,13 @@ class ContentMerge(Protocol):
         a CommitConflictError (or a subclass) to refuse the commit."""
         ...
 
+    # Optional (spec/transactions.md §4.3, "Window check"), looked up with
+    # getattr so that a hook without them stays a ContentMerge:
+    # ``check_window(latest, written)`` judges every version committed since
+    # the begin version (:func:`_window_check`), and ``checks_window()`` says
+    # whether it has something to judge when the commit starts
+    # (:func:`_checks_window`).
+
 
 def _window_check(
     merge: ContentMerge | None,
@@ -597,8 +604,8 @@ class Commit:
         """Whether another writer of this host may publish this transaction
         (§3.2): not a distributed one, whose claims decide who publishes it,
         nor one of a format-1 catalog, nor one whose checker does not vouch
-        for the base of its requests, nor one whose content-merge hook checks
-        every version committed since its begin (:func:`_window_check`)."""
+        for the base of its requests, nor one whose content-merge hook's
+        window check has something to check (:func:`_checks_window`)."""
         return (
             GROUP_COMMIT
             and self.own is None
