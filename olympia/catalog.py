@@ -214,6 +214,7 @@ class Catalog:
         *,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         recover_after_seconds: float = DEFAULT_RECOVER_AFTER_SECONDS,
+        expired: bool = False,
     ) -> Transaction:
         """Continue a distributed transaction, in this or any other process.
 
@@ -221,6 +222,11 @@ class Catalog:
         publishing it, the returned handle can only finish that: ``commit()``
         (for a commit claim) or ``rollback()``; this is allowed once the claim
         is ``recover_after_seconds`` old (spec/transactions.md §6.5).
+
+        With ``expired=True``, a transaction past its time to live (whose
+        object expiration has not dropped yet) is resumed too, as a handle
+        that can only ``rollback()`` it (spec/transactions.md §6.6): a layer
+        above the core deletes what the transaction wrote that way.
 
         Raises:
             TransactionNotFoundError, TransactionExpiredError, TransactionClosedError
@@ -231,7 +237,8 @@ class Catalog:
         validate.require_transaction_id("txn_id", txn_id)
         validate.require_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
         validate.require_seconds("recover_after_seconds", recover_after_seconds)
-        return resume(self._store, txn_id, max_attempts, recover_after_seconds)
+        validate.require_bool("expired", expired)
+        return resume(self._store, txn_id, max_attempts, recover_after_seconds, expired)
 
     def list_transactions(self, include_expired: bool = False) -> list[TransactionInfo]:
         """The open distributed transactions (and, if asked, expired ones not yet removed)."""

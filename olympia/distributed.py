@@ -235,10 +235,15 @@ class Resumed(NamedTuple):
     claim: apb.TransactionState | None  # an unfinished claim (§6.5)
     #: The commit metadata of the last step that holds one (None: none).
     commit_info: CommitInfo | None = None
+    #: Past its TTL (resumed with ``expired=True``): it can only be rolled back.
+    past_ttl: bool = False
 
 
-def load(store: CatalogStore, txn_id: str, recover_after_seconds: float) -> Resumed:
-    """Read distributed transaction ``txn_id`` back from its object and steps.
+def load(
+    store: CatalogStore, txn_id: str, recover_after_seconds: float, expired: bool = False
+) -> Resumed:
+    """Read distributed transaction ``txn_id`` back from its object and steps;
+    with ``expired``, also one past its TTL (spec/transactions.md §6.6).
 
     Raises:
         as :func:`olympia.transaction.resume`.
@@ -259,7 +264,8 @@ def load(store: CatalogStore, txn_id: str, recover_after_seconds: float) -> Resu
     if value is None:
         raise TransactionNotFoundError(f"no open distributed transaction {txn_id!r}")
     record = parse(pb.DistributedTransaction, value, f"transaction {txn_id}")
-    if now_millis() > record.expires_at_millis:
+    past_ttl = now_millis() > record.expires_at_millis
+    if past_ttl and not expired:
         raise TransactionExpiredError(f"distributed transaction {txn_id} expired")
     step = latest_step(store, txn_id)
     states = read_steps(store, txn_id, step)
@@ -287,7 +293,7 @@ def load(store: CatalogStore, txn_id: str, recover_after_seconds: float) -> Resu
     if info is not None and info.empty:
         info = None
     actions = [a for state in states for a in state.actions]
-    return Resumed(root, record, step, actions, claim, info)
+    return Resumed(root, record, step, actions, claim, info, past_ttl)
 
 
 class OutcomeUnknownError(StorageError):

@@ -93,6 +93,7 @@ class Transaction(CatalogReader):
         step: int = -1,
         claim: apb.TransactionState | None = None,
         commit_info: CommitInfo | None = None,
+        past_ttl: bool = False,
     ) -> None:
         self._store = store
         self._root = root
@@ -103,6 +104,9 @@ class Transaction(CatalogReader):
         self.id = txn_id or uuid.uuid4().hex
         self.isolation = isolation
         self.max_attempts = max_attempts
+        #: A distributed transaction resumed past its TTL: it can only be
+        #: rolled back (spec/transactions.md §6.6).
+        self._past_ttl = past_ttl
         #: The stored steps of a distributed transaction (spec/transactions.md §6).
         self._steps = Steps(
             store,
@@ -218,10 +222,15 @@ class Transaction(CatalogReader):
             )
         self._merge = merge
 
-    def _check_open(self, finishing: bool = False) -> None:
+    def _check_open(self, finishing: bool = False, committing: bool = False) -> None:
         if self._status != "open":
             raise TransactionClosedError(
                 f"transaction {self.id} is {self._status.replace('_', ' ')}"
+            )
+        if self._past_ttl and (committing or not finishing):
+            raise TransactionExpiredError(
+                f"distributed transaction {self.id} is past its time to live; this handle "
+                f"can only roll it back"
             )
         claim = self._steps.claim
         if claim is not None and not finishing:
@@ -686,7 +695,7 @@ class Transaction(CatalogReader):
             StorageError: storage failed before anything was published.
             TransactionClosedError: already committed, rolled back or failed.
         """
-        self._check_open(finishing=True)
+        self._check_open(finishing=True, committing=True)
         steps = self._steps
         if steps.claim is not None and steps.claim.outcome == ROLLED_BACK:
             raise TransactionClosedError(
@@ -894,12 +903,16 @@ def resume(
     txn_id: str,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     recover_after_seconds: float = DEFAULT_RECOVER_AFTER_SECONDS,
+    expired: bool = False,
 ) -> Transaction:
     """Continue distributed transaction ``txn_id`` (spec/transactions.md §6).
 
     A transaction whose latest step is an unfinished claim (its claimant died
     before publishing) gives a recovering handle once the claim is older than
     ``recover_after_seconds``: it can only commit() or rollback() (§6.5).
+    With ``expired``, one past its TTL is resumed too, as a handle that can
+    only roll it back (§6.6); anything else it is asked raises
+    TransactionExpiredError.
 
     Raises:
         TransactionNotFoundError, TransactionExpiredError (past its TTL, or its
@@ -908,7 +921,7 @@ def resume(
         version that cannot exist), InvalidArgumentError
         (``recover_after_seconds`` is not a number >= 0).
     """
-    found = load(store, txn_id, recover_after_seconds)
+    found = load(store, txn_id, recover_after_seconds, expired)
     return Transaction(
         store,
         found.root,
@@ -920,6 +933,7 @@ def resume(
         step=found.step,
         claim=found.claim,
         commit_info=found.commit_info,
+        past_ttl=found.past_ttl,
     )
 
 

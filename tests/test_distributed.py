@@ -230,3 +230,38 @@ def test_a_catalog_rollback_never_brings_back_a_finished_transaction(tmp_path):
     assert cat.latest().list_tables("a") == []
     [info] = [i for i in cat.history(since=restored) if i.version == restored]
     assert info.rollback_to == target
+
+
+def test_an_expired_transaction_resumes_only_for_rollback(tmp_path):
+    """``resume(id, expired=True)``: the handle a layer above the core uses to
+    delete what an expired transaction wrote (spec/transactions.md §6.6)."""
+    import time
+
+    cat = olympia.create_catalog(str(tmp_path / "c"), distributed_txn_ttl_millis=300)
+    with cat.transaction() as t:
+        t.create_namespace("sales")
+    txn = cat.begin()
+    txn.create_table("sales", "a", "m/a")
+    txn_id = txn.distribute()
+    fresh = cat.resume(txn_id, expired=True)  # not expired yet: an ordinary handle
+    assert fresh.describe_table("sales", "a").metadata_location == "m/a"
+    time.sleep(0.4)
+    with pytest.raises(TransactionExpiredError):
+        cat.resume(txn_id)
+    late = cat.resume(txn_id, expired=True)
+    with pytest.raises(TransactionExpiredError, match="can only roll it back"):
+        late.create_table("sales", "b", "m/b")
+    with pytest.raises(TransactionExpiredError, match="can only roll it back"):
+        late.commit()
+    assert [a.object_key for a in late.actions] == [a.object_key for a in fresh.actions]
+    late.rollback()
+    assert late.status == "rolled_back"
+    assert cat.list_transactions(include_expired=True) == []
+    assert cat.latest().list_tables("sales") == []
+    # The handle that was still open lost its transaction to the rollback.
+    with pytest.raises(olympia.CommitConflictError) as lost:
+        fresh.commit()
+    assert lost.value.rule == "transaction-claimed"
+    assert cat.latest().list_tables("sales") == []
+    with pytest.raises(olympia.InvalidArgumentTypeError):
+        cat.resume(txn_id, expired="yes")

@@ -642,3 +642,48 @@ def test_two_upserts_of_one_new_key(lake: tuple[OlympiaCatalog, Path], isolation
     else:
         second.commit()
         assert sorted(ids_of(cat.load_table("ns.a"))) == [1, 7, 7]
+
+
+def test_expiration_rolls_back_an_expired_distributed_transaction_with_its_files(
+    tmp_path: Path,
+) -> None:
+    """A distributed transaction nobody committed or rolled back before its
+    TTL: expiration dropped its object, and the data files, manifests,
+    metadata and sidecar it wrote stayed for good (nothing could find them
+    again). Expiration now rolls it back with them first (spec/iceberg.md
+    §6, "Expiry"); a committed table keeps every file."""
+    root = tmp_path / "lake"
+    olympia.create_catalog(str(root), distributed_txn_ttl_millis=1500)
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.a", SCHEMA).append(rows([1]))
+    files = table_files(root)
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([11]))
+    tx.create_table("ns.c", SCHEMA).append(rows([12]))
+    txn_id = tx.distribute()
+    kept = cat.begin()  # one committed after it, whose files stay
+    kept.create_table("ns.d", SCHEMA).append(rows([13]))
+    kept.commit()
+    files_after_d = table_files(root)
+    sidecar_file = root / "iceberg-txn" / f"{txn_id}.json"
+    assert sidecar_file.exists()
+    assert any(
+        f.startswith(f"ns.db{os.sep}c") and f.endswith(".parquet") for f in table_files(root)
+    )
+    time.sleep(1.6)
+    result = cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+    assert result.dropped_transactions == (txn_id,)
+    assert not sidecar_file.exists()
+    d_files = {f for f in files_after_d if f.startswith(f"ns.db{os.sep}d")}
+    assert d_files and d_files <= table_files(root)
+    assert table_files(root) == files | d_files
+    assert ids_of(cat.load_table("ns.a")) == [1]
+    assert ids_of(cat.load_table("ns.d")) == [13]
+    assert not cat.table_exists("ns.c")
+    assert cat.olympia.list_transactions(include_expired=True) == []
+    # The handle still open in this process can no longer commit it.
+    with pytest.raises(CommitFailedException, match="transaction-claimed|rolled back"):
+        tx.commit()
+    assert ids_of(cat.load_table("ns.a")) == [1]

@@ -1078,3 +1078,50 @@ def test_concurrent_commits_with_the_same_requirement_land_once(tmp_path: Path):
         landed = ids_of(client.load_table(("req", "t")))
         assert len(landed) == 4 and landed[:3] == [1, 2, 3], landed
         assert table.metadata.current_snapshot_id is not None
+
+
+@pytest.mark.parametrize("how", ["expire", "txn rollback"])
+def test_an_expired_rest_transaction_goes_with_the_files_its_clients_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+):
+    """A distributed /txn transaction abandoned past its TTL: `olympia expire`
+    dropped its object and left the metadata the server wrote, the files its
+    client wrote and its sidecar for good; `olympia txn rollback ID` refused
+    it as expired. Both now roll it back with them (spec/iceberg.md §6,
+    "Expiry"); what other transactions committed stays."""
+    from pyiceberg.catalog import load_catalog
+
+    from olympia.cli import main
+
+    warehouse = tmp_path / "warehouse"
+    olympia.create_catalog(str(warehouse), distributed_txn_ttl_millis=2000)
+    with serve(tmp_path) as served:
+        client = served.client()
+        client.create_namespace("gone")
+        client.create_table(("gone", "kept"), SCHEMA).append(rows([1]))
+        begun = requests.post(f"{served.uri}/txn", json={"distributed": True}, timeout=10).json()
+        inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{begun['id']}"})
+        inside.create_table(("gone", "t"), SCHEMA).append(rows([2]))
+        inside.load_table(("gone", "kept")).append(rows([3]))
+        kept_files = files_under(warehouse / "gone.db" / "kept")
+        assert any(f.endswith(".parquet") for f in files_under(warehouse / "gone.db" / "t"))
+        sidecar_file = warehouse / "iceberg-txn" / f"{begun['id']}.json"
+        assert sidecar_file.exists()
+        time.sleep(2.2)
+        capsys.readouterr()
+        if how == "expire":
+            args = ["expire", "--keep-last", "1", "--grace-seconds", "0", "--allow-short-grace"]
+            assert main([*args, "--json", "-w", str(warehouse)]) == 0
+            assert json.loads(capsys.readouterr().out)["dropped_transactions"] == [begun["id"]]
+        else:
+            assert main(["txn", "rollback", begun["id"], "-w", str(warehouse)]) == 0
+        assert not files_under(warehouse / "gone.db" / "t")
+        assert not sidecar_file.exists()
+        # The kept table lost only what the transaction's client wrote into it.
+        left = files_under(warehouse / "gone.db" / "kept")
+        assert left < kept_files
+        assert ids_of(client.load_table(("gone", "kept"))) == [1]
+        assert olympia.load_catalog(str(warehouse)).list_transactions(include_expired=True) == []
+        late = requests.post(f"{served.uri}/txn/{begun['id']}/commit", timeout=10)
+        assert late.status_code == 404 and "is not open" in late.text
+        assert not client.table_exists(("gone", "t"))

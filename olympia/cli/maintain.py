@@ -112,6 +112,10 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
     doing = "expiring versions and removing unreachable files"
     if args.dry_run:
         doing = "finding what expiration would remove"
+    rolled_back: tuple[str, ...] = ()
+    if not args.dry_run and cat.store.storage.list(ICEBERG_TRANSACTIONS):
+        with out.status("rolling back the Iceberg transactions past their time to live"):
+            rolled_back = _roll_back_expired(args)
     with out.status(doing):
         res = cat.expire_versions(
             older_than=older,
@@ -132,7 +136,7 @@ def cmd_expire(args: argparse.Namespace, out: Out) -> int:
         "deleted_files": res.deleted_files,
         "deleted_pins": res.deleted_pins,
         "deleted_temporary_files": res.deleted_temporary_files,
-        "dropped_transactions": list(res.dropped_transactions),
+        "dropped_transactions": [*rolled_back, *res.dropped_transactions],
         "broken_pins": list(res.broken_pins),
         "retention": None
         if res.retention is None
@@ -190,8 +194,26 @@ def _due_purges(args: argparse.Namespace, floor: int) -> tuple[int, int, list[st
     return len(todo.due), len(todo.pending), list(todo.damaged)
 
 
+def _roll_back_expired(args: argparse.Namespace) -> tuple[str, ...]:
+    """Roll back, with the files they wrote, the distributed transactions
+    begun through the Iceberg layer that are past their time to live
+    (:func:`olympia.iceberg.clientfiles.roll_back_expired`), before the
+    catalog's expiration drops them; none without the iceberg extra (their
+    files then stay, as orphans)."""
+    try:
+        owner = iceberg_layer(args)
+    except CliError:
+        return ()
+    from olympia.iceberg.clientfiles import roll_back_expired
+
+    result: tuple[str, ...] = roll_back_expired(owner)
+    return result
+
+
 #: The folder of Iceberg purge records (olympia.iceberg.purge.FOLDER).
 ICEBERG_PURGES = "iceberg-purge"
+#: The folder of Iceberg sidecars (olympia.iceberg.sidecar.FOLDER).
+ICEBERG_TRANSACTIONS = "iceberg-txn"
 
 
 def cmd_fsck(args: argparse.Namespace, out: Out) -> int:

@@ -80,14 +80,15 @@ def _rollback(args: argparse.Namespace, cat: olympia.Catalog) -> None:
     iceberg.md §6) is rolled back as the server's own rollback does: with the
     metadata files written for it and the files its clients wrote (spec/
     rest.md §8), and its sidecar; without the iceberg extra, through the
-    core alone (those files are left, as orphans)."""
+    core alone (those files are left, as orphans). One past its time to
+    live is rolled back too (spec/transactions.md §6.6)."""
     txn_id = validate_transaction_id(args.id)
     if cat.store.storage.exists(f"{SIDECAR_FOLDER}/{txn_id}.json"):
         try:
             from pyiceberg.catalog import load_catalog
 
             from olympia.iceberg.catalog import catalog_properties
-            from olympia.iceberg.clientfiles import note_client_files
+            from olympia.iceberg.clientfiles import roll_back
         except ImportError:
             pass
         else:
@@ -99,11 +100,9 @@ def _rollback(args: argparse.Namespace, cat: olympia.Catalog) -> None:
                     **catalog_properties(storage_options(args) or {}),
                 },
             )
-            txn = iceberg.resume(txn_id)  # type: ignore[attr-defined]
-            note_client_files(txn)
-            txn.rollback()
+            roll_back(iceberg, txn_id, expired=True)  # type: ignore[arg-type]
             return
-    cat.resume(txn_id).rollback()
+    cat.resume(txn_id, expired=True).rollback()
 
 
 def _txn_json(t: olympia.objects.TransactionInfo) -> dict[str, Any]:
@@ -135,7 +134,12 @@ def _txn_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) 
     tl.add_argument("--all", action="store_true", help="include expired ones not yet removed")
     for action, what, example in (
         ("show", "Show one distributed transaction: its state and staged actions.", "show"),
-        ("rollback", "Roll back one distributed transaction (nothing is published).", "rollback"),
+        (
+            "rollback",
+            "Roll back one distributed transaction, also one past its time to live (nothing "
+            "is published).",
+            "rollback",
+        ),
     ):
         tp = tsub.add_parser(
             action,

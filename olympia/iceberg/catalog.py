@@ -586,10 +586,20 @@ class OlympiaCatalog(MetastoreCatalog):
     ) -> ExpireResult:
         """The catalog's ``expire_versions`` (same arguments), then the due
         purges of Iceberg tables (:func:`olympia.iceberg.purge.run`); the
-        result has both (``purges``). With ``dry_run``, nothing is written or
+        result has both (``purges``). Before the catalog's expiration, the
+        distributed transactions past their time to live are rolled back with
+        the files they wrote (spec/iceberg.md §6, "Expiry"); the result's
+        ``dropped_transactions`` names them with those the catalog dropped. With ``dry_run``, nothing is written or
         deleted: the result says what a run now would expire and delete, and
         ``purges`` counts the purges that would then be due
         (``purged_tables``; ``deleted_files`` is 0)."""
+        # Distributed transactions past their TTL go first, while their
+        # objects still say what they wrote (spec/iceberg.md §6, "Expiry").
+        rolled_back: tuple[str, ...] = ()
+        if not dry_run:
+            from olympia.iceberg.clientfiles import roll_back_expired
+
+            rolled_back = roll_back_expired(self)
         core = self.olympia.expire_versions(
             older_than=older_than,
             keep_last=keep_last,
@@ -602,7 +612,9 @@ class OlympiaCatalog(MetastoreCatalog):
             purges = purge.PurgeResult(len(todo.due), len(todo.pending), 0, todo.damaged)
         else:
             purges = purge.run(self)
-        return ExpireResult(**dataclasses.asdict(core), purges=purges)
+        fields = dataclasses.asdict(core)
+        fields["dropped_transactions"] = rolled_back + core.dropped_transactions
+        return ExpireResult(**fields, purges=purges)
 
     def run_purges(self) -> purge.PurgeResult:
         """Delete the files of purged tables that no kept version reaches."""

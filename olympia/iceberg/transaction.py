@@ -1746,7 +1746,7 @@ class IcebergTransaction:
         only under the table's ``data/`` folder (files added with
         ``add_files`` elsewhere belong to the user).
         """
-        staged = self._staged_from_actions()
+        staged = self.staged_locations()
         for record in self._read_sidecar():
             key = (record.namespace, record.name)
             state = TableState(
@@ -1773,9 +1773,11 @@ class IcebergTransaction:
             state.recovered = True
             self.claim_files(self._new_files(base, location))
 
-    def _staged_from_actions(self) -> dict[tuple[str, str], str | None]:
+    def staged_locations(self) -> dict[tuple[str, str], str | None]:
         """The metadata location each table written by the olympia transaction
-        has staged now (None: dropped), from its write actions in order."""
+        has staged now (None: dropped), from its write actions in order
+        (without reading through the transaction, which a handle that can
+        only roll back refuses)."""
         txn = self.olympia_transaction
         out: dict[tuple[str, str], str | None] = {}
         for action in txn.actions:
