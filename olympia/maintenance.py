@@ -1182,6 +1182,8 @@ def _expire_transaction_states(
             if not dry_run:
                 store.storage.delete(path)
             deleted.append(path)
+        if not dry_run:
+            store.storage.remove_folder_if_empty(f"{layout.DTXN_DIR}/{txn_id}")
     return deleted
 
 

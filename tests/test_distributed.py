@@ -127,6 +127,8 @@ def test_expired_transaction_cannot_be_resumed(tmp_path):
     assert cat.list_transactions(include_expired=True) == []  # its object was dropped
     assert result.oldest_version == cat.version  # and it no longer holds the floor back
     assert cat.store.storage.list("dtxn") == []
+    # Its folder goes with its state files (a soak left hundreds of empty ones).
+    assert not (tmp_path / "c" / "dtxn" / txn_id).exists()
 
 
 def test_distributed_transaction_conflicts_like_any_other(tmp_path):

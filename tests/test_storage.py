@@ -1138,3 +1138,34 @@ def test_a_local_catalog_and_the_command_line_start_without_fsspec(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "ns" in res.stdout
+
+
+def test_a_put_into_a_folder_removed_meanwhile_makes_it_again(tmp_path, monkeypatch):
+    """remove_folder_if_empty (expiration, after a transaction's state files)
+    may remove a folder between the put's mkdir and its link: the put makes
+    the folder again instead of failing."""
+    from olympia.storage import local
+
+    storage = LocalStorage(str(tmp_path / "c"))
+    storage.put_if_absent("dtxn/a/0", b"x")
+    storage.delete("dtxn/a/0")
+    storage.remove_folder_if_empty("dtxn/a")
+    assert not (tmp_path / "c" / "dtxn" / "a").exists()
+    assert (tmp_path / "c" / "dtxn").is_dir()
+    real_makedirs = local.os.makedirs
+    calls = []
+
+    def makedirs_then_lose_it(name, *args, **kwargs):
+        real_makedirs(name, *args, **kwargs)
+        if name.endswith("b"):
+            calls.append(name)
+            if len(calls) == 1:  # a concurrent expiration removes it at once
+                local.os.rmdir(name)
+
+    monkeypatch.setattr(local.os, "makedirs", makedirs_then_lose_it)
+    storage.put_if_absent("dtxn/b/0", b"y")
+    assert storage.read("dtxn/b/0") == b"y"
+    assert len(calls) == 2
+    storage.put_if_absent("vn/x", b"z")
+    storage.remove_folder_if_empty("vn")  # not empty: kept
+    assert storage.read("vn/x") == b"z"

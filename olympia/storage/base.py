@@ -271,6 +271,15 @@ class Storage(ABC):
         for path in paths:
             self._delete(path)
 
+    def remove_folder_if_empty(self, prefix: str) -> None:
+        """Remove folder ``prefix`` if it holds nothing (after its files were
+        deleted); a store without folders (S3, memory) has nothing to do. A
+        put into it afterwards makes it again."""
+        self._remove_folder_if_empty(check_path(prefix.rstrip("/")))
+
+    def _remove_folder_if_empty(self, prefix: str) -> None:
+        return None
+
     def list_sizes(self, prefix: str) -> dict[str, int]:
         """The size in bytes of every file :meth:`list` would return for
         ``prefix``, by relative path (a listing that includes sizes where

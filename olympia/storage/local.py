@@ -332,6 +332,10 @@ class LocalStorage(Storage):
                     return
                 raise
 
+    def _remove_folder_if_empty(self, prefix: str) -> None:
+        with contextlib.suppress(OSError):  # not empty (ENOTEMPTY, EEXIST), gone, a file
+            os.rmdir(self._full(prefix))
+
     def publish_lock(self, while_waiting: Callable[[], None] | None = None) -> HostLock:
         """``flock`` on :data:`PUBLISH_LOCK`: the processes of this host that
         share the folder take turns to publish (spec/transactions.md §3.1)."""
@@ -485,11 +489,21 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _link(tmp: str, full: str) -> None:
-    try:
-        os.link(tmp, full)
-    except FileNotFoundError:  # the first file in this folder
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        os.link(tmp, full)
+    for _ in range(_LINK_ATTEMPTS):
+        try:
+            os.link(tmp, full)
+            return
+        except FileNotFoundError:
+            if not os.path.exists(tmp):
+                raise
+            # The first file in this folder, or a folder emptied and removed
+            # between the two calls (remove_folder_if_empty): make it again.
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+    os.link(tmp, full)
+
+
+#: Tries of _link to find the folder it made still there.
+_LINK_ATTEMPTS = 4
 
 
 class _LocalStaged(Staged):
