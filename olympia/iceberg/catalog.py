@@ -40,7 +40,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 import olympia
 from olympia import errors as oe
 from olympia import layout
-from olympia.iceberg import purge, views
+from olympia.iceberg import orphans, purge, views
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.locations import LocationNotAllowedError, LocationPolicy, overlap
 from olympia.iceberg.purge import ExpireResult
@@ -615,6 +615,30 @@ class OlympiaCatalog(MetastoreCatalog):
         fields = dataclasses.asdict(core)
         fields["dropped_transactions"] = rolled_back + core.dropped_transactions
         return ExpireResult(**fields, purges=purges)
+
+    def remove_orphan_files(
+        self,
+        identifier: str | Identifier,
+        older_than: datetime | None = None,
+        location: str | None = None,
+        dry_run: bool = False,
+    ) -> orphans.OrphanFiles:
+        """Delete the files under the table's location (or ``location``, a
+        folder inside it or inside a ``write.*.path`` of it) written before
+        ``older_than`` (default three days ago; at least 24 hours ago) that
+        no kept catalog version and no open distributed transaction reaches
+        (spec/iceberg.md §4, "Orphan files"): Iceberg's own clean-up keeps
+        only what the current metadata reaches, and would delete what older
+        catalog versions read. With ``dry_run``, nothing is deleted.
+
+        Raises:
+            NoSuchTableError; ValueError (``older_than``, ``location``);
+            olympia.OlympiaError: a kept table's files cannot be told
+                (nothing was deleted).
+        """
+        return orphans.remove_orphan_files(
+            self, identifier, older_than=older_than, location=location, dry_run=dry_run
+        )
 
     def run_purges(self) -> purge.PurgeResult:
         """Delete the files of purged tables that no kept version reaches."""

@@ -415,10 +415,13 @@ def reachable_files(
     io: FileIO, metadata: TableMetadata, metadata_location: str, *, strict: bool = False
 ) -> list[str]:
     """The files a table's metadata reaches: its metadata file and those of
-    its metadata log, then its manifest lists, manifests and data files (of
-    every snapshot), in that order. A manifest list or manifest that is
-    missing reaches nothing, or, with ``strict``, raises FileNotFoundError."""
+    its metadata log, its statistics files, then its manifest lists,
+    manifests and data files (of every snapshot), in that order. A manifest
+    list or manifest that is missing reaches nothing, or, with ``strict``,
+    raises FileNotFoundError."""
     files = [metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)]
+    files.extend(s.statistics_path for s in getattr(metadata, "statistics", ()))
+    files.extend(s.statistics_path for s in getattr(metadata, "partition_statistics", ()))
     manifests: dict[str, ManifestFile] = {}
     for snapshot in metadata.snapshots:
         files.append(snapshot.manifest_list)

@@ -63,6 +63,14 @@ class RegisterTableRequest(_Body):
     overwrite: bool = False
 
 
+class RemoveOrphanFilesRequest(_Body):
+    """olympia's orphan clean-up of one table (spec/rest.md §11)."""
+
+    older_than_ms: int | None = Field(alias="older-than-ms", default=None)
+    location: str | None = None
+    dry_run: bool = Field(alias="dry-run", default=False)
+
+
 class CommitTableRequest(_Body):
     """``identifier`` is optional on the single-table route (the path names
     the table) and required inside a ``CommitTransactionRequest``."""

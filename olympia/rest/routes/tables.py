@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from fastapi import Depends, Query, Response
@@ -20,10 +21,11 @@ from olympia.rest.models import (
     CommitTableRequest,
     CreateTableRequest,
     RegisterTableRequest,
+    RemoveOrphanFilesRequest,
     RenameTableRequest,
     ReportMetricsRequest,
 )
-from olympia.rest.responses import load_result
+from olympia.rest.responses import json_response, load_result
 from olympia.rest.routes.common import MAX_PAGE_SIZE, errors, identifiers_page, new_router
 from olympia.rest.routes.dependencies import Scope, rename, resolve
 from olympia.rest.routes.names import (
@@ -251,6 +253,46 @@ def report_metrics(
             if note is not None:
                 note((*rest, identifier[-1]), report.snapshot_id)
     return Response(status_code=204)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}/orphan-files")
+@errors()
+def remove_orphan_files(
+    namespace: str, table: str, request: RemoveOrphanFilesRequest, s: Scope = Depends(resolve)
+) -> Response:
+    """olympia's orphan clean-up (spec/rest.md §11): what Spark's
+    ``remove_orphan_files`` does through ``olympia.spark.OlympiaSparkCatalog``,
+    keeping every file a kept catalog version reads."""
+    identifier = table_identifier(namespace, table)
+    older_than = None
+    if request.older_than_ms is not None:
+        try:
+            older_than = datetime.fromtimestamp(request.older_than_ms / 1000, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise bad_request(f"older-than-ms {request.older_than_ms} is not a time") from None
+    with s.route(identifier[:-1]) as (cat, rest, _):
+        if cat is not s.root:
+            raise bad_request(
+                f"removing orphan files of {'.'.join(identifier)} is refused inside a "
+                f"transaction: it deletes files at once, which a rollback cannot bring back; "
+                f"run it outside the transaction"
+            )
+        remove = getattr(cat, "remove_orphan_files", None)
+        if remove is None:
+            raise NotImplementedError("this catalog has no orphan clean-up of its own")
+        found = remove(
+            (*rest, identifier[-1]),
+            older_than=older_than,
+            location=request.location,
+            dry_run=request.dry_run,
+        )
+    return json_response(
+        {
+            "orphan-file-locations": list(found.files),
+            "dry-run": found.dry_run,
+            "location": found.location,
+        }
+    )
 
 
 @router.post("/tables/rename")

@@ -1,0 +1,237 @@
+"""Removing a table's orphan files without breaking catalog history
+(spec/iceberg.md §4, "Orphan files").
+
+Iceberg's own clean-up (Spark's ``remove_orphan_files``) counts as orphans
+every file under the table's location that the table's *current* metadata
+does not reach. In an olympia catalog that is not enough: every kept
+catalog version is readable (time travel, ``rollback_to``, exports), and a
+kept version may name metadata the current one does not know: the table
+before a catalog rollback, the table that was dropped and created again at
+the same place, metadata files that ``write.metadata.previous-versions-max``
+dropped from the log. Here a file is an orphan only when the metadata of no
+table of any kept version (the floor up to the latest, and pinned versions)
+reaches it, nor the staged metadata of an open distributed transaction, and
+storage says it was written before ``older_than``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+from pyiceberg.io import FileIO
+from pyiceberg.typedef import Identifier
+
+from olympia import errors as oe
+from olympia.iceberg import names, purge
+from olympia.iceberg.locations import is_under, overlap
+from olympia.maintenance import read_pins
+from olympia.proto.actions_pb2 import ActionType
+
+if TYPE_CHECKING:
+    from olympia.iceberg.catalog import OlympiaCatalog
+
+logger = logging.getLogger(__name__)
+
+#: The age below which a file is never an orphan by default, and the least
+#: ``older_than`` may ask for: Iceberg's own defaults (a writer may be
+#: between writing a file and committing it).
+DEFAULT_AGE = timedelta(days=3)
+MIN_AGE = timedelta(hours=24)
+
+_TABLE_WRITES = (ActionType.TABLE_CREATE, ActionType.TABLE_UPDATE, ActionType.TABLE_RENAME)
+
+
+@dataclass(frozen=True)
+class OrphanFiles:
+    """What :func:`remove_orphan_files` found: the orphan files, deleted
+    unless ``dry_run``."""
+
+    files: tuple[str, ...]
+    dry_run: bool
+    #: The folder that was listed.
+    location: str
+
+
+def remove_orphan_files(
+    owner: OlympiaCatalog,
+    identifier: str | Identifier,
+    *,
+    older_than: datetime | None = None,
+    location: str | None = None,
+    dry_run: bool = False,
+) -> OrphanFiles:
+    """Delete the files under the location of table ``identifier`` (or under
+    ``location``, a folder inside one of the table's places) that no kept
+    catalog version and no open distributed transaction reaches, written
+    before ``older_than`` (default: three days ago; at least 24 hours ago).
+
+    Raises:
+        NoSuchTableError: no such table.
+        ValueError: ``older_than`` is less than 24 hours ago, or
+            ``location`` is not inside the table's location or a
+            ``write.*.path`` of it.
+        olympia.OlympiaError: the metadata of a kept table, a manifest list
+            or a manifest it names cannot be read, or the files cannot be
+            listed; nothing was deleted.
+    """
+    now = datetime.now(UTC)
+    if older_than is None:
+        older_than = now - DEFAULT_AGE
+    elif older_than.tzinfo is None:
+        older_than = older_than.replace(tzinfo=UTC)
+    if older_than > now - MIN_AGE:
+        raise ValueError(
+            f"older_than {older_than.isoformat()} is less than 24 hours ago: a file that young "
+            f"may belong to a commit in progress"
+        )
+    table = owner.load_table(identifier)
+    namespace, name = names.table_name(table.name())
+    places = owner.table_places(table.metadata_location)
+    base = location if location is not None else table.metadata.location
+    where = purge.normal_path(owner, base)
+    if where is None or not any(is_under(where, p) for p in places):
+        raise ValueError(
+            f"location {base!r} is not inside the location or a write.*.path of table "
+            f"{namespace}.{name} ({', '.join(places) or 'none readable'})"
+        )
+    io = owner._load_file_io(location=base)
+    listed = _listing(io, base)
+    cutoff = older_than.timestamp() * 1000
+    candidates = [
+        (path, normal)
+        for path, modified in listed
+        if modified is not None
+        and modified < cutoff
+        and (normal := purge.normal_path(owner, path)) is not None
+    ]
+    if not candidates:
+        return OrphanFiles((), dry_run, base)
+    # Tables whose files may lie there: those of the table's places (its own
+    # history, a table created again at the same place), or every table
+    # when the operator lets tables overlap.
+    roots = None if owner.locations.allow_overlap else [*places, where]
+    kept = _reached(owner, roots)
+    orphans = [path for path, normal in candidates if normal not in kept]
+    if not dry_run:
+        for path in orphans:
+            try:
+                io.delete(path)
+            except FileNotFoundError:
+                continue
+    return OrphanFiles(tuple(orphans), dry_run, base)
+
+
+def _reached(owner: OlympiaCatalog, roots: list[str] | None) -> set[str]:
+    """Every file (normalised) that a table metadata lying under ``roots``
+    (None: anywhere) reaches, of a kept version or staged by an open
+    distributed transaction.
+
+    Raises:
+        olympia.OlympiaError: one of them cannot be read in full.
+    """
+    catalog = owner.olympia
+    now = time.time() * 1000
+    pins = [p for p in read_pins(catalog.store.storage) if not p.lapsed(now)]
+    versions = purge._kept_versions(owner, pins)
+    locations = [
+        *purge._table_metadata_locations(owner, versions),
+        *_staged_by_open_transactions(owner),
+    ]
+    out: set[str] = set()
+    for metadata_location in dict.fromkeys(locations):
+        if not metadata_location:
+            continue
+        normal = purge.normal_path(owner, metadata_location)
+        if roots is not None and (normal is None or not any(overlap(normal, r) for r in roots)):
+            continue
+        try:
+            metadata = owner.read_metadata(metadata_location)
+            io = owner._load_file_io(location=metadata_location)
+            reached = purge.reachable_files(io, metadata, metadata_location, strict=True)
+        except Exception as exc:  # whatever cannot be read may reach any file
+            raise oe.OlympiaError(
+                f"cannot tell which files are orphans: table metadata {metadata_location} of a "
+                f"kept catalog version, or a file it names, cannot be read ({exc}); nothing "
+                f"was deleted"
+            ) from None
+        out.update(p for p in map(lambda f: purge.normal_path(owner, f), reached) if p)
+    return out
+
+
+def _staged_by_open_transactions(owner: OlympiaCatalog) -> Iterator[str]:
+    """The metadata locations the open distributed transactions staged."""
+    catalog = owner.olympia
+    for info in catalog.list_transactions(include_expired=True):
+        try:
+            txn = catalog.resume(info.id, recover_after_seconds=0, expired=True)
+        except oe.TransactionNotFoundError:
+            continue  # ended meanwhile: what it committed is in the latest version
+        except oe.OlympiaError as exc:
+            raise oe.OlympiaError(
+                f"cannot tell which files are orphans: open distributed transaction "
+                f"{info.id} cannot be read ({exc}); nothing was deleted"
+            ) from None
+        for action in txn.actions:
+            if action.type in _TABLE_WRITES and action.table.metadata_location:
+                yield action.table.metadata_location
+
+
+def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
+    """Every file under folder ``location`` with when storage says it was
+    written (ms since the epoch; None: unknown), spelt with ``location``'s
+    own prefix. Through the file system of PyIceberg's PyArrow or fsspec
+    FileIO.
+
+    Raises:
+        olympia.OlympiaError: the FileIO cannot list, or the listing failed.
+    """
+    probe: Any = io.new_input(location.rstrip("/") + "/")
+    try:
+        if hasattr(probe, "_filesystem"):  # PyArrowFile
+            fs: pafs.FileSystem = probe._filesystem
+            root = probe._path.rstrip("/")
+            infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+            found: Iterable[tuple[str, Any]] = (
+                (i.path, i.mtime) for i in infos if i.type == pafs.FileType.File
+            )
+        elif hasattr(probe, "_fs"):  # FsspecInputFile
+            spec = probe._fs
+            root = spec._strip_protocol(location).rstrip("/")
+            details = spec.find(root, detail=True)
+            found = (
+                (p, next((d[k] for k in ("mtime", "LastModified", "last_modified") if d.get(k)), None))
+                for p, d in details.items()
+                if d.get("type", "file") == "file"
+            )
+        else:
+            raise oe.OlympiaError(
+                f"cannot list {location}: FileIO {type(io).__name__} cannot list files"
+            )
+        out: list[tuple[str, float | None]] = []
+        prefix = location.rstrip("/")
+        for path, stamp in found:
+            if not path.startswith(root + "/"):
+                continue
+            out.append((prefix + path[len(root) :], _millis(stamp)))
+        return out
+    except oe.OlympiaError:
+        raise
+    except Exception as exc:  # pyarrow's and fsspec's errors
+        raise oe.OlympiaError(f"cannot list {location}: {exc}") from None
+
+
+def _millis(stamp: object) -> float | None:
+    if isinstance(stamp, datetime):
+        return stamp.timestamp() * 1000
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return float(stamp) * 1000
+    return None
+
+
+__all__ = ["DEFAULT_AGE", "MIN_AGE", "OrphanFiles", "remove_orphan_files"]

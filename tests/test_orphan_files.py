@@ -1,0 +1,199 @@
+"""Orphan files (spec/iceberg.md §4, "Orphan files"): a file is an orphan
+only when no kept catalog version reaches it. Iceberg's own clean-up
+(Spark's remove_orphan_files) keeps only what the current metadata reaches,
+and deleted what older catalog versions read: the table before a catalog
+rollback, a table dropped and created again at the same place, metadata
+files that write.metadata.previous-versions-max dropped from the log."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from iceberg_helpers import files_under, ids_of, olympia_catalog, rows
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.table import StaticTable
+from pyiceberg.types import LongType, NestedField, StringType
+
+import olympia
+from olympia.iceberg import OlympiaCatalog
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+)
+
+
+def age(root: Path, days: float = 4.0) -> None:
+    """Make every file under ``root`` look ``days`` old (a weekly clean-up)."""
+    past = time.time() - days * 86400
+    for folder, _, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(folder, name), (past, past))
+
+
+def every_kept_version_reads(cat: OlympiaCatalog) -> int:
+    """Scan every table of every kept catalog version; the rows read."""
+    core = cat.olympia
+    read = 0
+    for version in range(core.oldest_version, core.version + 1):
+        view = core.at_version(version)
+        for namespace in view.list_namespaces():
+            for name in view.list_tables(namespace):
+                location = view.describe_table(namespace, name).metadata_location
+                read += len(StaticTable.from_metadata(location).scan().to_arrow())
+    return read
+
+
+def history(tmp_path: Path) -> tuple[OlympiaCatalog, Path, Path]:
+    """A table whose kept catalog versions read files its current metadata
+    does not reach (the three cases above), and one real orphan."""
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    t = cat.create_table("ns.t", SCHEMA, properties={"write.metadata.previous-versions-max": "1"})
+    t.append(rows([1]))
+    before_rollback = cat.olympia.version
+    t.append(rows([2]))
+    for i in range(3):  # each drops the oldest metadata file from the log
+        t.transaction().set_properties(step=str(i)).commit_transaction()
+    cat.olympia.rollback_to(before_rollback)  # the table as it was: [1]
+    u = cat.create_table("ns.u", SCHEMA)
+    u.append(rows([5]))
+    cat.drop_table("ns.u")
+    cat.create_table("ns.u", SCHEMA).append(rows([6]))  # the same place again
+    folder = root / "ns.db" / "t"
+    stray = folder / "data" / "stray.parquet"  # what a killed writer left
+    stray.write_bytes(b"not reached by anything")
+    age(root)
+    return cat, root, stray
+
+
+def test_orphan_clean_up_keeps_every_file_a_kept_catalog_version_reads(tmp_path: Path) -> None:
+    cat, root, stray = history(tmp_path)
+    rows_read = every_kept_version_reads(cat)
+    files = files_under(root)
+    found = cat.remove_orphan_files("ns.t", dry_run=True)
+    assert found.dry_run and [Path(f.removeprefix("file://")) for f in found.files] == [stray]
+    assert files_under(root) == files
+    done = cat.remove_orphan_files("ns.t")
+    assert done.files == found.files and not done.dry_run
+    assert not stray.exists()
+    assert files_under(root) == files - {os.path.relpath(stray, root)}
+    assert every_kept_version_reads(cat) == rows_read
+    for name in ("ns.t", "ns.u"):
+        done = cat.remove_orphan_files(name)
+        assert done.files == ()
+    assert every_kept_version_reads(cat) == rows_read
+    assert ids_of(cat.load_table("ns.t")) == [1]
+    assert ids_of(cat.load_table("ns.u")) == [6]
+    # Once the versions that read them are expired, they are orphans.
+    cat.expire_versions(keep_last=1, grace_seconds=0, allow_short_grace=True)
+    age(root)
+    gone = {Path(f.removeprefix("file://")).name for f in cat.remove_orphan_files("ns.t").files}
+    assert any(n.endswith(".parquet") for n in gone)  # the data of [2]
+    assert any(n.endswith(".metadata.json") for n in gone)
+    assert ids_of(cat.load_table("ns.t")) == [1]
+    old_u = cat.remove_orphan_files("ns.u").files  # the table dropped: [5]
+    assert any(f.endswith(".parquet") for f in old_u)
+    assert ids_of(cat.load_table("ns.u")) == [6]
+    assert every_kept_version_reads(cat) == 2
+
+
+def test_orphan_clean_up_keeps_what_an_open_distributed_transaction_staged(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.t", SCHEMA).append(rows([1]))
+    tx = cat.begin()
+    tx.load_table("ns.t").append(rows([2]))
+    txn_id = tx.distribute()
+    age(root)
+    assert cat.remove_orphan_files("ns.t").files == ()
+    resumed = cat.resume(txn_id)
+    resumed.commit()
+    assert ids_of(cat.load_table("ns.t")) == [1, 2]
+
+
+def test_orphan_clean_up_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.t", SCHEMA).append(rows([1]))
+    cat.create_table("ns.other", SCHEMA)
+    with pytest.raises(ValueError, match="less than 24 hours ago"):
+        cat.remove_orphan_files("ns.t", older_than=datetime.now(UTC) - timedelta(hours=1))
+    with pytest.raises(ValueError, match="not inside the location"):
+        cat.remove_orphan_files("ns.t", location=f"file://{root}/ns.db/other")
+    with pytest.raises(ValueError, match="not inside the location"):
+        cat.remove_orphan_files("ns.t", location=f"file://{root}")  # the catalog's own folders
+    with pytest.raises(NoSuchTableError):
+        cat.remove_orphan_files("ns.nope")
+    # A kept table's manifest list is unreadable: nothing can be told, nothing goes.
+    stray = root / "ns.db" / "t" / "data" / "stray.parquet"
+    stray.write_bytes(b"x")
+    manifest_list = cat.load_table("ns.t").current_snapshot().manifest_list
+    os.chmod(manifest_list.removeprefix("file://"), 0)
+    age(root)
+    try:
+        if os.access(manifest_list.removeprefix("file://"), os.R_OK):
+            Path(manifest_list.removeprefix("file://")).write_bytes(b"damaged")
+        with pytest.raises(olympia.OlympiaError, match="nothing was deleted"):
+            cat.remove_orphan_files("ns.t")
+    finally:
+        os.chmod(manifest_list.removeprefix("file://"), 0o644)
+    assert stray.exists()
+
+
+def test_orphan_clean_up_over_rest(tmp_path: Path) -> None:
+    """``POST .../tables/{table}/orphan-files`` (spec/rest.md §11): what
+    olympia.spark.OlympiaSparkCatalog sends for Spark's remove_orphan_files."""
+    import requests
+    from rest_helpers import PREFIX, serve
+
+    with serve(tmp_path) as served:
+        client = served.client()
+        client.create_namespace("ns")
+        t = client.create_table(("ns", "t"), SCHEMA)
+        t.append(rows([1]))
+        first = olympia.load_catalog(served.warehouse).version
+        t.append(rows([2]))
+        olympia.load_catalog(served.warehouse).rollback_to(first)
+        root = Path(served.warehouse.removeprefix("file://"))
+        stray = root / "ns.db" / "t" / "data" / "stray.parquet"
+        stray.write_bytes(b"x")
+        age(root)
+        files = files_under(root)
+        rows_read = every_kept_version_reads(served.catalog)
+        url = f"{served.uri}/v1/{PREFIX}/namespaces/ns/tables/t/orphan-files"
+        dry = requests.post(url, json={"dry-run": True}, timeout=30)
+        assert dry.status_code == 200, dry.text
+        assert [Path(f.removeprefix("file://")) for f in dry.json()["orphan-file-locations"]] == [
+            stray
+        ]
+        assert files_under(root) == files
+        two_days_ago = int(time.time() * 1000) - 2 * 86400_000
+        done = requests.post(url, json={"older-than-ms": two_days_ago}, timeout=30)
+        assert done.status_code == 200 and done.json()["dry-run"] is False
+        assert not stray.exists()
+        assert files_under(root) == files - {os.path.relpath(stray, root)}
+        assert every_kept_version_reads(served.catalog) == rows_read
+        young = requests.post(url, json={"older-than-ms": int(time.time() * 1000)}, timeout=30)
+        assert young.status_code == 400 and "24 hours" in young.text
+        elsewhere = requests.post(url, json={"location": f"file://{root}"}, timeout=30)
+        assert elsewhere.status_code == 400 and "not inside the location" in elsewhere.text
+        begun = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+        inside = f"{served.uri}/txn/{begun['id']}/v1/{PREFIX}/namespaces/ns/tables/t/orphan-files"
+        refused = requests.post(inside, json={}, timeout=30)
+        assert refused.status_code == 400 and "inside a transaction" in refused.text
+        missing = requests.post(url.replace("/t/", "/nope/"), json={}, timeout=30)
+        assert missing.status_code == 404
