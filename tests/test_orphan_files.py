@@ -49,7 +49,7 @@ def every_kept_version_reads(cat: OlympiaCatalog) -> int:
     return read
 
 
-def history(tmp_path: Path) -> tuple[OlympiaCatalog, Path, Path]:
+def history(tmp_path: Path) -> tuple[OlympiaCatalog, Path, set[Path]]:
     """A table whose kept catalog versions read files its current metadata
     does not reach (the three cases above), and one real orphan."""
     root = tmp_path / "lake"
@@ -70,21 +70,27 @@ def history(tmp_path: Path) -> tuple[OlympiaCatalog, Path, Path]:
     folder = root / "ns.db" / "t"
     stray = folder / "data" / "stray.parquet"  # what a killed writer left
     stray.write_bytes(b"not reached by anything")
+    # Hidden files stay, as Iceberg's own clean-up leaves them (Hadoop's
+    # checksum files, a _temporary folder); a partition folder is not hidden.
+    (folder / "data" / ".stray.parquet.crc").write_bytes(b"crc")
+    (folder / "data" / "_temporary").mkdir()
+    (folder / "data" / "_temporary" / "part-0").write_bytes(b"x")
+    (folder / "data" / "_p=1").mkdir()
+    (folder / "data" / "_p=1" / "stray.parquet").write_bytes(b"y")
     age(root)
-    return cat, root, stray
+    return cat, root, {stray, folder / "data" / "_p=1" / "stray.parquet"}
 
 
 def test_orphan_clean_up_keeps_every_file_a_kept_catalog_version_reads(tmp_path: Path) -> None:
-    cat, root, stray = history(tmp_path)
+    cat, root, strays = history(tmp_path)
     rows_read = every_kept_version_reads(cat)
     files = files_under(root)
     found = cat.remove_orphan_files("ns.t", dry_run=True)
-    assert found.dry_run and [Path(f.removeprefix("file://")) for f in found.files] == [stray]
+    assert found.dry_run and {Path(f.removeprefix("file://")) for f in found.files} == strays
     assert files_under(root) == files
     done = cat.remove_orphan_files("ns.t")
     assert done.files == found.files and not done.dry_run
-    assert not stray.exists()
-    assert files_under(root) == files - {os.path.relpath(stray, root)}
+    assert files_under(root) == files - {os.path.relpath(s, root) for s in strays}
     assert every_kept_version_reads(cat) == rows_read
     for name in ("ns.t", "ns.u"):
         done = cat.remove_orphan_files(name)

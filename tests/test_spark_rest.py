@@ -263,6 +263,57 @@ def test_expire_snapshots_inside_a_transaction_is_refused(spark: Any) -> None:
     assert collect(spark, "SELECT count(*) FROM lake.ex.t.snapshots") == [(3,)]
 
 
+def test_remove_orphan_files_keeps_what_kept_catalog_versions_read(
+    spark: Any, warehouse: str
+) -> None:
+    """Iceberg's remove_orphan_files counts as orphans what the current
+    metadata does not reach: after a catalog rollback it deleted the newer
+    version's files, and (past write.metadata.previous-versions-max) the
+    metadata files older versions name. OlympiaSparkCatalog's procedure asks
+    the server, which keeps every file a kept catalog version reads."""
+    from test_orphan_files import age, every_kept_version_reads
+
+    direct = olympia_catalog(warehouse)
+    spark.sql("CREATE NAMESPACE lake.orph")
+    spark.sql(
+        "CREATE TABLE lake.orph.t (id BIGINT) USING iceberg "
+        "TBLPROPERTIES ('write.metadata.previous-versions-max' = '1')"
+    )
+    spark.sql("INSERT INTO lake.orph.t VALUES (1)")
+    first = direct.olympia.version
+    spark.sql("INSERT INTO lake.orph.t VALUES (2)")
+    for i in range(3):
+        spark.sql(f"ALTER TABLE lake.orph.t SET TBLPROPERTIES ('step' = '{i}')")
+    direct.olympia.rollback_to(first)
+    root = Path(warehouse.removeprefix("file://"))
+    folder = root / "orph.db" / "t"
+    stray = folder / "data" / "stray.parquet"
+    stray.write_bytes(b"left by a killed writer")
+    age(folder)
+    rows_read = every_kept_version_reads(direct)
+    dry = collect(spark, "CALL lake.system.remove_orphan_files(table => 'orph.t', dry_run => true)")
+    assert [Path(f.removeprefix("file://").removeprefix("file:")) for (f,) in dry] == [stray]
+    assert stray.exists()
+    done = collect(
+        spark,
+        "CALL lake.system.remove_orphan_files(table => 'lake.orph.t', "
+        "older_than => TIMESTAMP '2000-01-01 00:00:00')",
+    )
+    assert done == []  # nothing that old
+    done = collect(spark, "CALL lake.system.remove_orphan_files(table => 'orph.t')")
+    assert done == dry
+    assert not stray.exists()
+    assert every_kept_version_reads(direct) == rows_read
+    assert collect(spark, "SELECT id FROM lake.orph.t ORDER BY id") == [(1,)]
+    with pytest.raises(Exception, match="24 hours"):
+        spark.sql(
+            "CALL lake.system.remove_orphan_files(table => 'orph.t', "
+            "older_than => TIMESTAMP '9999-12-31 00:00:00')"
+        ).collect()
+    with pytest.raises(Exception, match="inside a transaction"), olympia_spark.transaction(spark):
+        spark.sql("CALL lake.system.remove_orphan_files(table => 'orph.t')").collect()
+
+
 def _race(spark: Any, statement: str) -> list[str]:
     """Two SERIALIZABLE transactions, in two sessions, each running
     ``statement`` (formatted with its name); the second commits first."""

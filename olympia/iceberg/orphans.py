@@ -183,9 +183,9 @@ def _staged_by_open_transactions(owner: OlympiaCatalog) -> Iterator[str]:
 
 
 def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
-    """Every file under folder ``location`` with when storage says it was
-    written (ms since the epoch; None: unknown), spelt with ``location``'s
-    own prefix. Through the file system of PyIceberg's PyArrow or fsspec
+    """Every file under folder ``location`` but hidden ones (:func:`_hidden`)
+    with when storage says it was written (ms since the epoch; None:
+    unknown), spelt with ``location``'s own prefix. Through the file system of PyIceberg's PyArrow or fsspec
     FileIO.
 
     Raises:
@@ -205,7 +205,12 @@ def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
             root = spec._strip_protocol(location).rstrip("/")
             details = spec.find(root, detail=True)
             found = (
-                (p, next((d[k] for k in ("mtime", "LastModified", "last_modified") if d.get(k)), None))
+                (
+                    p,
+                    next(
+                        (d[k] for k in ("mtime", "LastModified", "last_modified") if d.get(k)), None
+                    ),
+                )
                 for p, d in details.items()
                 if d.get("type", "file") == "file"
             )
@@ -216,7 +221,7 @@ def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
         out: list[tuple[str, float | None]] = []
         prefix = location.rstrip("/")
         for path, stamp in found:
-            if not path.startswith(root + "/"):
+            if not path.startswith(root + "/") or _hidden(path[len(root) + 1 :]):
                 continue
             out.append((prefix + path[len(root) :], _millis(stamp)))
         return out
@@ -224,6 +229,17 @@ def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
         raise
     except Exception as exc:  # pyarrow's and fsspec's errors
         raise oe.OlympiaError(f"cannot list {location}: {exc}") from None
+
+
+def _hidden(relative: str) -> bool:
+    """Whether a file at ``relative`` below the listed folder is hidden, as
+    Iceberg's own orphan clean-up skips it: a name (file or folder) that
+    starts with "." (Hadoop's checksum files, ``.crc``) or with "_" unless it
+    is a partition folder (``_key=value``)."""
+    return any(
+        part.startswith(".") or (part.startswith("_") and "=" not in part)
+        for part in relative.split("/")
+    )
 
 
 def _millis(stamp: object) -> float | None:
