@@ -687,3 +687,28 @@ def test_expiration_rolls_back_an_expired_distributed_transaction_with_its_files
     with pytest.raises(CommitFailedException, match="transaction-claimed|rolled back"):
         tx.commit()
     assert ids_of(cat.load_table("ns.a")) == [1]
+
+
+def test_a_rollback_deletes_the_hadoop_checksum_files_beside_what_it_wrote(
+    lake: tuple[OlympiaCatalog, Path],
+) -> None:
+    """Spark on a local warehouse writes `.<name>.crc` beside each file; a
+    rolled-back transaction's files went and their checksum files stayed
+    (34 after one probe), named by nothing."""
+    from olympia.iceberg.deletes import checksum_file
+
+    cat, root = lake
+    files = table_files(root)
+    tx = cat.begin()
+    tx.load_table("ns.a").append(rows([11]))
+    tx.create_table("ns.c", SCHEMA).append(rows([12]))
+    written = table_files(root) - files
+    assert any(f.endswith(".parquet") for f in written)
+    for name in written:  # as Hadoop's local file system would
+        crc = checksum_file(str(root / name))
+        assert crc is not None
+        Path(crc).write_bytes(b"crc")
+    tx.rollback()
+    assert table_files(root) == files
+    assert checksum_file("s3://bucket/t/data/x.parquet") is None
+    assert checksum_file("file:/w/t/data/x.parquet") == "file:/w/t/data/.x.parquet.crc"

@@ -29,6 +29,7 @@ from pyiceberg.typedef import Identifier
 
 from olympia import errors as oe
 from olympia.iceberg import names, purge
+from olympia.iceberg.deletes import delete_file
 from olympia.iceberg.locations import is_under, overlap
 from olympia.maintenance import read_pins
 from olympia.proto.actions_pb2 import ActionType
@@ -121,7 +122,7 @@ def remove_orphan_files(
     if not dry_run:
         for path in orphans:
             try:
-                io.delete(path)
+                delete_file(io, path)
             except FileNotFoundError:
                 continue
     return OrphanFiles(tuple(orphans), dry_run, base)

@@ -46,6 +46,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from olympia import errors as oe
 from olympia import maintenance
+from olympia.iceberg.deletes import delete_file
 from olympia.iceberg.locations import LocationNotAllowedError, is_under, overlap
 from olympia.maintenance import Pin, read_pins
 from olympia.storage import Storage
@@ -384,7 +385,7 @@ def _delete_files_of(owner: OlympiaCatalog, rec: PurgeRecord, kept: set[str]) ->
         if normal is None or not is_under(normal, own) or normal in kept:
             continue
         try:
-            io.delete(path)
+            delete_file(io, path)
             deleted += 1
         except FileNotFoundError:
             continue

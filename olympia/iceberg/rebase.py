@@ -41,6 +41,7 @@ from pyiceberg.table.update import (
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 
 from olympia.iceberg import filetimes
+from olympia.iceberg.deletes import delete_file
 from olympia.iceberg.errors import CommitConflictException
 from olympia.iceberg.expressions import to_sql
 from olympia.iceberg.locations import without_provider_impl
@@ -742,7 +743,7 @@ class _Rebaser:
     def delete_written(self) -> None:
         for path in self.written:
             try:
-                self.io.delete(path)
+                delete_file(self.io, path)
             except Exception:  # best effort: an orphan file is harmless
                 logger.warning(
                     "could not delete %s written by an abandoned rebase", path, exc_info=True

@@ -58,6 +58,7 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 from olympia import errors as oe
 from olympia.codec import CommitInfo
 from olympia.iceberg import filetimes, names, purge, reads, rebase, sidecar, views
+from olympia.iceberg.deletes import delete_file
 from olympia.iceberg.errors import CommitConflictException, CommitTimeoutException
 from olympia.iceberg.locations import (
     LocationNotAllowedError,
@@ -1218,7 +1219,7 @@ WRITE_PATH_PROPERTIES = (
 def _delete_quietly(io: FileIO, paths: Iterable[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError, ValueError):
-            io.delete(path)
+            delete_file(io, path)
 
 
 def added_files(
@@ -1546,7 +1547,7 @@ class IcebergMerge:
         )
         for path in trial.written_files:
             with contextlib.suppress(OSError, ValueError):
-                io.delete(path)
+                delete_file(io, path)
 
     def _culprit(
         self,
@@ -2044,7 +2045,7 @@ class IcebergTransaction:
         io = self.owner._load_file_io(location=files[0])
         for path in dict.fromkeys(files):
             with contextlib.suppress(OSError, ValueError):
-                io.delete(path)
+                delete_file(io, path)
 
     def claim_files(self, paths: Iterable[str]) -> None:
         """Record files that staged metadata says this transaction added (the
@@ -2097,7 +2098,7 @@ class IcebergTransaction:
             if path in keep:
                 continue
             try:
-                io.delete(path)
+                delete_file(io, path)
             except (OSError, ValueError):
                 logger.debug("could not delete %s", path, exc_info=True)
         self.written_files.clear()
