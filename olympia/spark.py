@@ -125,7 +125,8 @@ def catalog_jar() -> str | None:
     cache folder (``$XDG_CACHE_HOME/olympia``, by the source's digest); None,
     with a warning, when there is no ``javac`` (a JRE without a JDK): Spark
     then uses Iceberg's SparkCatalog, whose ``DROP TABLE ... PURGE`` deletes
-    the files at once from the driver (spec/rest.md §7).
+    the files at once from the driver and whose ``remove_orphan_files``
+    deletes what older catalog versions read (spec/rest.md §7).
 
     Raises:
         SparkSetupError: the compiler failed (the message quotes it).
@@ -141,7 +142,8 @@ def catalog_jar() -> str | None:
         log.warning(
             "no javac (a JDK) on this machine: Spark uses Iceberg's SparkCatalog, whose "
             "DROP TABLE ... PURGE deletes the table's files at once instead of leaving them "
-            "to olympia's expiration"
+            "to olympia's expiration, and whose remove_orphan_files deletes files that older "
+            "catalog versions read"
         )
         return None
     import pyspark
