@@ -750,7 +750,7 @@ class Commit:
             tuple(serialized_before),
             commit_infos=((self.id, info),) if info is not None and not info.empty else (),
         )
-        leader = _Leader(self.store, self.keys, self.id, self.actions.encoded, info)
+        leader = _Leader(self.store, self.keys, self.id, info)
         try:
             outcome, links = leader.lead_round(holder, target, (mine, self._footprint()))
             published = outcome.published
@@ -814,21 +814,18 @@ class _Waiting:
 class _Leader:
     """The holder's side of group commit (spec/transactions.md §3.2): holding
     the publish lock, it publishes the requests the other writers of this
-    host left, after its own transaction (``txn_id``, whose encoded actions
-    ``own_actions`` gives) or on their own."""
+    host left, after its own transaction (``txn_id``) or on their own."""
 
     def __init__(
         self,
         store: CatalogStore,
         keys: KeyCodec,
         txn_id: str,
-        own_actions: Callable[[], Iterator[tuple[str, bytes]]],
         own_info: CommitInfo | None = None,
     ) -> None:
         self.store = store
         self.keys = keys
         self.id = txn_id
-        self.own_actions = own_actions
         self.own_info = own_info
         #: Requests claimed and not admitted whose answer is held back: the
         #: oldest may be refused after each round (its writer begins again on
@@ -910,10 +907,13 @@ class _Leader:
             pending.append((own.transaction_id, footprint, last.version + 1))
             tip = Root(last.version + 1, own.tree, last.info, definition, last.created_at_millis)
             if own.actions.data is None:  # few actions: the others join its version
+                prepared = own.actions
                 entry = GroupEntry(
-                    own.transaction_id, own.begin_version, own.isolation, own.actions.count
+                    own.transaction_id, own.begin_version, own.isolation, prepared.count
                 )
-                members.append((entry, footprint, self.own_actions, self.own_info))
+                # The actions counted, as prepared: the transaction's log
+                # itself may have grown since.
+                members.append((entry, footprint, lambda: iter(prepared.inline), self.own_info))
             else:  # a large transaction's actions stay in their own action file
                 links.append(own)
         version = last.version + 1 + len(links)

@@ -1317,15 +1317,16 @@ class IcebergMerge:
             return []
         view = latest if latest is not None else owner.olympia.latest()
         out: list[tuple[str, str, str]] = []
+        # What the transaction staged, from its actions: a read through the
+        # transaction would record an action while it commits (its action
+        # count is fixed by then: a group-commit root would not add up).
+        staged_now = tx.staged_locations()
         for (namespace, name), state in list(tx._tables.items()):
             staged = self._staged.get((namespace, name))
             if staged is None:
-                try:
-                    staged = tx.catalog._location(namespace, name)
-                except ice.NoSuchIcebergTableError:
-                    continue
+                staged = staged_now.get((namespace, name))
                 if not staged or staged == state.base_location:
-                    continue  # not written by this transaction
+                    continue  # not written by this transaction, or dropped
             try:
                 committed = view.describe_table(namespace, name).metadata_location
             except oe.NoSuchObjectError:
