@@ -187,6 +187,7 @@ def _rows() -> list[Row]:
         txn_id=TXN_ID,
         max_attempts=MAX_ATTEMPTS,
         recover_after_seconds=SECONDS,
+        expired=BOOL,
     )
     add("Catalog", "list_transactions", {}, include_expired=BOOL)
     add(

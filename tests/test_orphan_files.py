@@ -74,7 +74,7 @@ def history(tmp_path: Path) -> tuple[OlympiaCatalog, Path, set[Path]]:
     stray.write_bytes(b"not reached by anything")
     # Hidden files stay, as Iceberg's own clean-up leaves them (Hadoop's
     # checksum files, a _temporary folder); a partition folder is not hidden.
-    (folder / "data" / ".stray.parquet.crc").write_bytes(b"crc")
+    (folder / "data" / ".kept.parquet.crc").write_bytes(b"crc")
     (folder / "data" / "_temporary").mkdir()
     (folder / "data" / "_temporary" / "part-0").write_bytes(b"x")
     (folder / "data" / "_p=1").mkdir()
@@ -146,6 +146,14 @@ def test_orphan_clean_up_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
         cat.remove_orphan_files("ns.t", location=f"file://{root}")  # the catalog's own folders
     with pytest.raises(NoSuchTableError):
         cat.remove_orphan_files("ns.nope")
+    with pytest.raises(olympia.InvalidArgumentTypeError, match="older_than"):
+        cat.remove_orphan_files("ns.t", older_than="2026-01-01")  # type: ignore[arg-type]
+    with pytest.raises(olympia.InvalidArgumentError, match="timezone-aware"):
+        cat.remove_orphan_files("ns.t", older_than=datetime(2026, 1, 1))
+    with pytest.raises(olympia.InvalidArgumentTypeError, match="dry_run"):
+        cat.remove_orphan_files("ns.t", dry_run="no")  # type: ignore[arg-type]
+    with pytest.raises(olympia.InvalidArgumentTypeError, match="location"):
+        cat.remove_orphan_files("ns.t", location=3)  # type: ignore[arg-type]
     # A kept table's manifest list is unreadable: nothing can be told, nothing goes.
     stray = root / "ns.db" / "t" / "data" / "stray.parquet"
     stray.write_bytes(b"x")

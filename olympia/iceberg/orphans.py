@@ -28,6 +28,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.typedef import Identifier
 
 from olympia import errors as oe
+from olympia import validate
 from olympia.iceberg import names, purge
 from olympia.iceberg.deletes import delete_file
 from olympia.iceberg.locations import is_under, overlap
@@ -74,6 +75,8 @@ def remove_orphan_files(
 
     Raises:
         NoSuchTableError: no such table.
+        olympia.InvalidArgumentTypeError, olympia.InvalidArgumentError: an
+            argument of the wrong type, a naive ``older_than``.
         ValueError: ``older_than`` is less than 24 hours ago, or
             ``location`` is not inside the table's location or a
             ``write.*.path`` of it.
@@ -81,11 +84,12 @@ def remove_orphan_files(
             or a manifest it names cannot be read, or the files cannot be
             listed; nothing was deleted.
     """
+    older_than = validate.require_optional_datetime("older_than", older_than)
+    location = validate.require_optional_text("location", location, non_empty=True)
+    dry_run = validate.require_bool("dry_run", dry_run)
     now = datetime.now(UTC)
     if older_than is None:
         older_than = now - DEFAULT_AGE
-    elif older_than.tzinfo is None:
-        older_than = older_than.replace(tzinfo=UTC)
     if older_than > now - MIN_AGE:
         raise ValueError(
             f"older_than {older_than.isoformat()} is less than 24 hours ago: a file that young "
