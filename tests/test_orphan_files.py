@@ -265,3 +265,40 @@ def test_orphan_clean_up_on_s3(
     assert keys() == before - {stray}
     assert every_kept_version_reads(cat) == rows_read
     assert ids_of(cat.load_table("ns.t")) == [1]
+
+
+def test_fsck_tables_finds_a_file_a_kept_version_reads_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`olympia fsck` checks the catalog's own files: a table file of a kept
+    version deleted by a tool that knows nothing of catalog versions (as
+    Iceberg's own orphan clean-up did) went unnoticed. `--tables` reads the
+    kept versions' tables and names what is gone."""
+    import json
+
+    from olympia.cli import main
+
+    cat, root, _ = history(tmp_path)
+    assert main(["fsck", "--tables", "--json", "-w", str(root)]) == 0
+    healthy = json.loads(capsys.readouterr().out)
+    assert healthy["ok"] and healthy["tables"]["ok"]
+    assert healthy["tables"]["checked_tables"] >= 5 and healthy["tables"]["missing"] == []
+    # The metadata file a kept version names, gone from under it.
+    current = cat.load_table("ns.t")
+    known = {current.metadata_location, *(e.metadata_file for e in current.metadata.metadata_log)}
+    named = [
+        cat.olympia.at_version(v).describe_table("ns", "t").metadata_location
+        for v in range(cat.olympia.oldest_version, cat.olympia.version + 1)
+        if cat.olympia.at_version(v).table_exists("ns", "t")
+    ]
+    metadata = next(m for m in named if m not in known)  # what Iceberg's clean-up deletes
+    Path(metadata.removeprefix("file://")).unlink()
+    data_file = next((root / "ns.db" / "u" / "data").glob("*.parquet"))
+    data_file.unlink()
+    assert main(["fsck", "--json", "-w", str(root)]) == 0  # the catalog's own files are whole
+    capsys.readouterr()
+    assert main(["fsck", "--tables", "--json", "-w", str(root)]) == 1
+    found = json.loads(capsys.readouterr().out)
+    assert not found["ok"] and not found["tables"]["ok"]
+    gone = {entry["file"].removeprefix("file://") for entry in found["tables"]["missing"]}
+    assert gone == {metadata.removeprefix("file://"), str(data_file)}

@@ -219,8 +219,16 @@ ICEBERG_TRANSACTIONS = "iceberg-txn"
 def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
     with out.status("checking every file the kept versions need"):
         check = _fsck(args)
+    tables = None
+    if args.tables:
+        owner = iceberg_layer(args, "--tables reads the Iceberg tables' metadata")
+        from olympia.iceberg.tablecheck import check_tables
+
+        with out.status("checking every file the kept versions' Iceberg tables read"):
+            tables = check_tables(owner)
+    ok = check.ok and (tables is None or tables.ok)
     data = {
-        "ok": check.ok,
+        "ok": ok,
         "oldest_version": check.oldest_version,
         "latest_version": check.latest_version,
         "kept_versions": len(check.kept_versions),
@@ -230,9 +238,17 @@ def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
         "orphans": list(check.orphans),
         "awaiting_expiration": list(check.awaiting_expiration),
     }
+    if tables is not None:
+        data["tables"] = {
+            "ok": tables.ok,
+            "checked_tables": tables.checked_tables,
+            "checked_files": tables.checked_files,
+            "missing": [{"metadata": m, "file": f} for m, f in tables.missing],
+            "unreadable": [{"metadata": m, "why": w} for m, w in tables.unreadable],
+        }
 
     def render() -> None:
-        verdict = ("ok", "green") if check.ok else ("DAMAGED", "red")
+        verdict = ("ok", "green") if ok else ("DAMAGED", "red")
         out.console.print(
             Text.assemble(
                 verdict,
@@ -246,11 +262,31 @@ def cmd_fsck(args: argparse.Namespace, out: Out) -> int:
         rows = [["missing", p] for p in check.missing] + [["damaged", p] for p in check.damaged]
         rows += [["orphan", p] for p in check.orphans]
         rows += [["awaiting expiration", p] for p in check.awaiting_expiration]
+        if tables is not None:
+            out.console.print(
+                f"tables: {tables.checked_tables} table metadata file(s) of the kept versions, "
+                f"{tables.checked_files} file(s) checked, {len(tables.missing)} missing, "
+                f"{len(tables.unreadable)} unreadable"
+            )
+            rows += [["table file missing", f"{f} (table metadata {m})"] for m, f in tables.missing]
+            rows += [
+                ["table file unreadable", f"{w} (table metadata {m})"] for m, w in tables.unreadable
+            ]
         if rows:
             out.table(None, ["finding", "file"], rows)
 
     out.emit(data, render)
-    return EXIT_OK if check.ok else EXIT_PROBLEM
+    return EXIT_OK if ok else EXIT_PROBLEM
+
+
+def _fsck_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tables",
+        action="store_true",
+        help="also check every file the Iceberg tables of the kept versions read (their "
+        "metadata, manifest lists, manifests, data and statistics files; needs the iceberg "
+        "extra, and reads every manifest)",
+    )
 
 
 def _fsck(args: argparse.Namespace) -> Any:
@@ -390,6 +426,7 @@ EXPIRE = Command(
 FSCK = Command(
     "fsck",
     "Check that every file a kept version needs is present and undamaged; list orphans.",
-    ["olympia fsck", "olympia fsck --json"],
+    ["olympia fsck", "olympia fsck --json", "olympia fsck --tables"],
     cmd_fsck,
+    _fsck_arguments,
 )
