@@ -12,12 +12,13 @@ which is gone; this check finds it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pyiceberg.io import FileIO
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from olympia.iceberg.catalog import OlympiaCatalog
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -63,17 +66,29 @@ def check_tables(owner: OlympiaCatalog) -> TableCheck:
     unreadable: list[tuple[str, str]] = []
     checked = 0
     seen: set[str] = set()
+
+    def read(of: str, path: str, how: Callable[[], T]) -> T | None:
+        """``how()``, the reading of ``path`` (a file table metadata ``of``
+        reads), or None with the finding recorded."""
+        nonlocal checked
+        checked += 1
+        try:
+            return how()
+        except FileNotFoundError:
+            missing.append((of, path))
+        except Exception as exc:  # damaged content, a refused location
+            unreadable.append((of, f"{path}: {exc}"))
+        return None
+
     for metadata_location in dict.fromkeys(locations):
         io = owner._load_file_io(location=metadata_location)
-        try:
-            metadata = owner.read_metadata(metadata_location)
-        except FileNotFoundError:
-            missing.append((metadata_location, metadata_location))
+        metadata = read(
+            metadata_location,
+            metadata_location,
+            functools.partial(owner.read_metadata, metadata_location),
+        )
+        if metadata is None:
             continue
-        except Exception as exc:  # damaged JSON, a refused location
-            unreadable.append((metadata_location, f"{metadata_location}: {exc}"))
-            continue
-        checked += 1
         leaves: list[str] = []  # files only checked to exist
         leaves.extend(e.metadata_file for e in metadata.metadata_log)
         leaves.extend(s.statistics_path for s in metadata.statistics)
@@ -82,29 +97,19 @@ def check_tables(owner: OlympiaCatalog) -> TableCheck:
             if snapshot.manifest_list in seen:
                 continue
             seen.add(snapshot.manifest_list)
-            checked += 1
-            try:
-                manifests = snapshot.manifests(io)
-            except FileNotFoundError:
-                missing.append((metadata_location, snapshot.manifest_list))
-                continue
-            except Exception as exc:
-                unreadable.append((metadata_location, f"{snapshot.manifest_list}: {exc}"))
-                continue
-            for manifest in manifests:
+            manifests = read(
+                metadata_location, snapshot.manifest_list, functools.partial(snapshot.manifests, io)
+            )
+            for manifest in manifests or ():
                 if manifest.manifest_path in seen:
                     continue
                 seen.add(manifest.manifest_path)
-                checked += 1
-                try:
-                    entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
-                except FileNotFoundError:
-                    missing.append((metadata_location, manifest.manifest_path))
-                    continue
-                except Exception as exc:
-                    unreadable.append((metadata_location, f"{manifest.manifest_path}: {exc}"))
-                    continue
-                leaves.extend(e.data_file.file_path for e in entries)
+                entries = read(
+                    metadata_location,
+                    manifest.manifest_path,
+                    functools.partial(manifest.fetch_manifest_entry, io, discard_deleted=True),
+                )
+                leaves.extend(e.data_file.file_path for e in entries or ())
         todo = [p for p in dict.fromkeys(leaves) if p not in seen]
         seen.update(todo)
         checked += len(todo)
