@@ -302,3 +302,23 @@ def test_fsck_tables_finds_a_file_a_kept_version_reads_gone(
     assert not found["ok"] and not found["tables"]["ok"]
     gone = {entry["file"].removeprefix("file://") for entry in found["tables"]["missing"]}
     assert gone == {metadata.removeprefix("file://"), str(data_file)}
+
+
+def test_orphan_clean_up_never_follows_a_symbolic_link_out_of_the_folder(tmp_path: Path) -> None:
+    """PyArrow's local file system lists through a link to a folder: a link
+    in a table's folder to another place made that place's files orphans
+    of this table, and deleting them through the link deleted the files
+    themselves."""
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.t", SCHEMA).append(rows([1]))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.parquet").write_bytes(b"not the table's")
+    (root / "ns.db" / "t" / "data" / "link").symlink_to(elsewhere)
+    age(root)
+    age(elsewhere)
+    assert cat.remove_orphan_files("ns.t").files == ()
+    assert (elsewhere / "precious.parquet").exists()

@@ -17,6 +17,7 @@ storage says it was written before ``older_than``.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -105,8 +106,9 @@ def remove_orphan_files(
             f"location {base!r} is not inside the location or a write.*.path of table "
             f"{namespace}.{name} ({', '.join(places) or 'none readable'})"
         )
-    io = owner._load_file_io(location=base)
-    listed = _listing(io, base)
+    # Listed as checked: the normalised spelling, never the caller's own.
+    io = owner._load_file_io(location=where)
+    listed = _listing(io, where)
     cutoff = older_than.timestamp() * 1000
     candidates = [
         (path, normal)
@@ -116,7 +118,7 @@ def remove_orphan_files(
         and (normal := purge.normal_path(owner, path)) is not None
     ]
     if not candidates:
-        return OrphanFiles((), dry_run, base)
+        return OrphanFiles((), dry_run, where)
     # Tables whose files may lie there: those of the table's places (its own
     # history, a table created again at the same place), or every table
     # when the operator lets tables overlap.
@@ -129,7 +131,7 @@ def remove_orphan_files(
                 delete_file(io, path)
             except FileNotFoundError:
                 continue
-    return OrphanFiles(tuple(orphans), dry_run, base)
+    return OrphanFiles(tuple(orphans), dry_run, where)
 
 
 def _reached(owner: OlympiaCatalog, roots: list[str] | None) -> set[str]:
@@ -188,10 +190,11 @@ def _staged_by_open_transactions(owner: OlympiaCatalog) -> Iterator[str]:
 
 
 def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
-    """Every file under folder ``location`` but hidden ones (:func:`_hidden`)
-    with when storage says it was written (ms since the epoch; None:
-    unknown), spelt with ``location``'s own prefix. Through the file system of PyIceberg's PyArrow or fsspec
-    FileIO.
+    """Every file under folder ``location`` with when storage says it was
+    written (ms since the epoch; None: unknown), spelt with ``location``'s
+    own prefix, but hidden ones (:func:`_hidden`) and, on a local file
+    system, those whose real path lies elsewhere (a symbolic link leads
+    there). Through the file system of PyIceberg's PyArrow or fsspec FileIO.
 
     Raises:
         olympia.OlympiaError: the FileIO cannot list, or the listing failed.
@@ -225,9 +228,13 @@ def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:
             )
         out: list[tuple[str, float | None]] = []
         prefix = location.rstrip("/")
+        local = location.startswith("file:") or location.startswith("/")
+        real_root = os.path.realpath(root) if local else ""
         for path, stamp in found:
             if not path.startswith(root + "/") or _hidden(path[len(root) + 1 :]):
                 continue
+            if local and not os.path.realpath(path).startswith(real_root + os.sep):
+                continue  # reached through a symbolic link to elsewhere: not the folder's
             out.append((prefix + path[len(root) :], _millis(stamp)))
         return out
     except oe.OlympiaError:
