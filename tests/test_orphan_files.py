@@ -322,3 +322,37 @@ def test_orphan_clean_up_never_follows_a_symbolic_link_out_of_the_folder(tmp_pat
     age(elsewhere)
     assert cat.remove_orphan_files("ns.t").files == ()
     assert (elsewhere / "precious.parquet").exists()
+
+
+def test_orphan_clean_up_keeps_a_file_a_commit_named_while_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that lands between the reading of the kept versions and the
+    deletion (here add_files of an old parquet file) names a file the first
+    reading did not see: the versions committed meanwhile are read again."""
+    import pyarrow.parquet as pq
+
+    from olympia.iceberg import orphans
+
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}")
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    cat.create_table("ns.t", SCHEMA).append(rows([1]))
+    old = root / "ns.db" / "t" / "data" / "imported.parquet"
+    pq.write_table(rows([7]), old)
+    age(root)
+    real = orphans._reached
+    calls = []
+
+    def reached_then_commit(*args: Any, **kwargs: Any) -> set[str]:
+        out = real(*args, **kwargs)
+        if not calls:
+            cat.load_table("ns.t").add_files([f"file://{old}"])
+        calls.append(1)
+        return out
+
+    monkeypatch.setattr(orphans, "_reached", reached_then_commit)
+    assert cat.remove_orphan_files("ns.t").files == ()
+    assert old.exists() and len(calls) == 2
+    assert ids_of(cat.load_table("ns.t")) == [1, 7]

@@ -123,7 +123,17 @@ def remove_orphan_files(
     # history, a table created again at the same place), or every table
     # when the operator lets tables overlap.
     roots = None if owner.locations.allow_overlap else [*places, where]
-    kept = _reached(owner, roots)
+    catalog = owner.olympia
+    in_force = time.time() * 1000
+    pins = [p for p in read_pins(catalog.store.storage) if not p.lapsed(in_force)]
+    versions = purge._kept_versions(owner, pins)
+    kept = _reached(owner, roots, versions)
+    # A commit that landed meanwhile may name one of them (add_files, a
+    # register of older metadata): the versions since are read once more
+    # just before deleting.
+    newest = catalog.version
+    if newest > versions[-1]:
+        kept |= _reached(owner, roots, list(range(versions[-1], newest + 1)))
     orphans = [path for path, normal in candidates if normal not in kept]
     if not dry_run:
         for path in orphans:
@@ -134,18 +144,14 @@ def remove_orphan_files(
     return OrphanFiles(tuple(orphans), dry_run, where)
 
 
-def _reached(owner: OlympiaCatalog, roots: list[str] | None) -> set[str]:
+def _reached(owner: OlympiaCatalog, roots: list[str] | None, versions: list[int]) -> set[str]:
     """Every file (normalised) that a table metadata lying under ``roots``
-    (None: anywhere) reaches, of a kept version or staged by an open
+    (None: anywhere) reaches, of one of ``versions`` or staged by an open
     distributed transaction.
 
     Raises:
         olympia.OlympiaError: one of them cannot be read in full.
     """
-    catalog = owner.olympia
-    now = time.time() * 1000
-    pins = [p for p in read_pins(catalog.store.storage) if not p.lapsed(now)]
-    versions = purge._kept_versions(owner, pins)
     locations = [
         *purge._table_metadata_locations(owner, versions),
         *_staged_by_open_transactions(owner),
