@@ -356,3 +356,32 @@ def test_orphan_clean_up_keeps_a_file_a_commit_named_while_it_ran(
     assert cat.remove_orphan_files("ns.t").files == ()
     assert old.exists() and len(calls) == 2
     assert ids_of(cat.load_table("ns.t")) == [1, 7]
+
+
+def test_olympia_orphans_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from olympia.cli import main
+
+    cat, root, strays = history(tmp_path)
+    files = files_under(root)
+    assert main(["orphans", "ns.t", "--dry-run", "--json", "-w", str(root)]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (
+        found["dry_run"]
+        and {Path(f.removeprefix("file://")) for f in found["orphan_files"]} == strays
+    )
+    assert files_under(root) == files
+    assert main(["orphans", "ns.t", "-w", str(root)]) == 0
+    assert "deleted 2 orphan file(s)" in capsys.readouterr().out
+    assert not any(s.exists() for s in strays)
+    assert every_kept_version_reads(cat) > 0
+    for args, says in (
+        (["orphans", "ns.nope"], "Table does not exist: ns.nope"),
+        (["orphans", "ns.t", "--older-than", "2999-01-01T00:00:00Z"], "less than 24 hours"),
+        (["orphans", "ns.t", "--location", str(tmp_path)], "not inside the location"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main([*args, "-w", str(root)])
+        assert exited.value.code == 2
+        assert says in capsys.readouterr().err

@@ -55,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     maintain.EXPORT,
     maintain.EXPIRE,
     maintain.FSCK,
+    maintain.ORPHANS,
     serve.SERVE,
     txn.TXN,
 )

@@ -423,6 +423,66 @@ EXPIRE = Command(
 )
 
 
+def cmd_orphans(args: argparse.Namespace, out: Out) -> int:
+    owner = iceberg_layer(args, "removing a table's orphan files reads its Iceberg metadata")
+    older = parse_time(args.older_than) if args.older_than else None
+    doing = "finding" if args.dry_run else "deleting"
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    with out.status(f"{doing} the orphan files of {args.table}"):
+        try:
+            found = owner.remove_orphan_files(
+                args.table, older_than=older, location=args.location, dry_run=args.dry_run
+            )
+        except (NoSuchTableError, NoSuchNamespaceError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+    data = {
+        "table": args.table,
+        "location": found.location,
+        "dry_run": found.dry_run,
+        "orphan_files": list(found.files),
+    }
+
+    def render() -> None:
+        verb = "would delete" if found.dry_run else "deleted"
+        out.console.print(
+            f"{verb} {len(found.files)} orphan file(s) under {found.location}: no kept catalog "
+            f"version or open distributed transaction reads them"
+        )
+        if found.files:
+            out.table(None, [verb], [[f] for f in found.files])
+
+    out.emit(data, render)
+    return EXIT_OK
+
+
+def _orphans_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    p.add_argument("table", metavar="TABLE", help="the Iceberg table, namespace.table")
+    p.add_argument(
+        "--older-than",
+        metavar="TIME",
+        help="only files written before this ISO 8601 time (default three days ago; at "
+        "least 24 hours ago)",
+    )
+    p.add_argument(
+        "--location", metavar="URI", help="a folder inside the table's location to look in"
+    )
+    p.add_argument("--dry-run", action="store_true", help="list them; delete nothing")
+
+
+ORPHANS = Command(
+    "orphans",
+    "Delete an Iceberg table's orphan files: files under its location that no kept catalog "
+    "version reads (Iceberg's own clean-up would delete what older versions read).",
+    [
+        "olympia orphans sales.orders --dry-run",
+        "olympia orphans sales.orders --older-than 2026-11-01T00:00:00Z",
+    ],
+    cmd_orphans,
+    _orphans_arguments,
+)
+
+
 FSCK = Command(
     "fsck",
     "Check that every file a kept version needs is present and undamaged; list orphans.",
