@@ -707,8 +707,12 @@ def test_a_rollback_deletes_the_hadoop_checksum_files_beside_what_it_wrote(
     for name in written:  # as Hadoop's local file system would
         crc = checksum_file(str(root / name))
         assert crc is not None
-        Path(crc).write_bytes(b"crc")
+        Path(crc).write_bytes(b"crc\x00\x00\x00\x02\x00")
+    # A file of that name that is no checksum file (a table's data file, say) stays.
+    lookalike = next(root / n for n in written if n.endswith(".parquet"))
+    kept = Path(checksum_file(str(lookalike)) or "")
+    kept.write_bytes(b"PAR1 a data file named like a checksum file")
     tx.rollback()
-    assert table_files(root) == files
+    assert table_files(root) == files | {str(kept.relative_to(root))}
     assert checksum_file("s3://bucket/t/data/x.parquet") is None
     assert checksum_file("file:/w/t/data/x.parquet") == "file:/w/t/data/.x.parquet.crc"

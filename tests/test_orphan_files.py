@@ -142,8 +142,10 @@ def test_orphan_clean_up_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
         cat.remove_orphan_files("ns.t", older_than=datetime.now(UTC) - timedelta(hours=1))
     with pytest.raises(ValueError, match="not inside the location"):
         cat.remove_orphan_files("ns.t", location=f"file://{root}/ns.db/other")
-    with pytest.raises(ValueError, match="not inside the location"):
-        cat.remove_orphan_files("ns.t", location=f"file://{root}")  # the catalog's own folders
+    with pytest.raises(ValueError, match="holds the catalog's own files"):
+        cat.remove_orphan_files("ns.t", location=f"file://{root}")
+    with pytest.raises(ValueError, match="'..' segment"):
+        cat.remove_orphan_files("ns.t", location=f"file://{root}/ns.db/t/../other")
     with pytest.raises(NoSuchTableError):
         cat.remove_orphan_files("ns.nope")
     with pytest.raises(olympia.InvalidArgumentTypeError, match="older_than"):
@@ -206,7 +208,11 @@ def test_orphan_clean_up_over_rest(tmp_path: Path) -> None:
         young = requests.post(url, json={"older-than-ms": int(time.time() * 1000)}, timeout=30)
         assert young.status_code == 400 and "24 hours" in young.text
         elsewhere = requests.post(url, json={"location": f"file://{root}"}, timeout=30)
-        assert elsewhere.status_code == 400 and "not inside the location" in elsewhere.text
+        assert elsewhere.status_code == 400 and "catalog's own files" in elsewhere.text
+        other = requests.post(url, json={"location": f"file://{root}/ns.db"}, timeout=30)
+        assert other.status_code == 400 and "not inside the location" in other.text
+        loose = requests.post(url, json={"dry-run": "no"}, timeout=30)
+        assert loose.status_code == 400, loose.text  # a string is no boolean: nothing deleted
         begun = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
         inside = f"{served.uri}/txn/{begun['id']}/v1/{PREFIX}/namespaces/ns/tables/t/orphan-files"
         refused = requests.post(inside, json={}, timeout=30)
@@ -379,9 +385,63 @@ def test_olympia_orphans_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for args, says in (
         (["orphans", "ns.nope"], "Table does not exist: ns.nope"),
         (["orphans", "ns.t", "--older-than", "2999-01-01T00:00:00Z"], "less than 24 hours"),
-        (["orphans", "ns.t", "--location", str(tmp_path)], "not inside the location"),
+        (["orphans", "ns.t", "--location", str(tmp_path)], "catalog's own files"),
+        (["orphans", "ns.t", "--location", str(root / "ns.db")], "not inside the location"),
     ):
         with pytest.raises(SystemExit) as exited:
             main([*args, "-w", str(root)])
         assert exited.value.code == 2
         assert says in capsys.readouterr().err
+
+
+def test_orphan_clean_up_keeps_files_other_tables_and_views_keep_in_its_folder(
+    tmp_path: Path,
+) -> None:
+    """The first build kept only what the metadata lying inside the table's
+    places reached, with the overlap rule on (the adversary, 3 of 3 each):
+    another table's data kept in a write.data.path it gave up since, where
+    this table was then created; the data of a dropped table inside whose
+    folder this one was created; the table's own data when its metadata had
+    been kept elsewhere (write.metadata.path, since removed); and a view's
+    metadata file kept in the table's folder."""
+    from test_views import version
+
+    root = tmp_path / "lake"
+    cat = olympia_catalog(f"file://{root}", **{"allow-overlapping-locations": "false"})
+    assert isinstance(cat, OlympiaCatalog)
+    cat.create_namespace("ns")
+    # 1: b keeps its data in <root>/shared, then gives that place up.
+    b = cat.create_table("ns.b", SCHEMA, properties={"write.data.path": f"file://{root}/shared"})
+    b.append(rows([1]))
+    b.transaction().remove_properties("write.data.path").commit_transaction()
+    cat.create_table("ns.c", SCHEMA, location=f"file://{root}/shared")
+    # 2: d dropped (not purged); e created inside its folder.
+    d = cat.create_table("ns.d", SCHEMA)
+    d.append(rows([2]))
+    d_location = d.location()
+    cat.drop_table("ns.d")
+    cat.create_table("ns.e", SCHEMA, location=f"{d_location}/data")
+    # 3: a kept its metadata elsewhere, was rolled back, then stopped.
+    a = cat.create_table(
+        "ns.a", SCHEMA, properties={"write.metadata.path": f"file://{root}/ns.db/a-meta"}
+    )
+    a.append(rows([3]))
+    before = cat.olympia.version
+    a.append(rows([4]))
+    cat.olympia.rollback_to(before)
+    cat.load_table("ns.a").transaction().remove_properties(
+        "write.metadata.path"
+    ).commit_transaction()
+    # 4: a view whose metadata lies in a table's folder.
+    cat.create_view(
+        "ns.v", SCHEMA, version("select * from ns.c"), location=f"file://{root}/shared/views/v"
+    )
+    age(root)
+    rows_read = every_kept_version_reads(cat)
+    files = files_under(root)
+    for name in ("ns.c", "ns.e", "ns.a"):
+        assert cat.remove_orphan_files(name).files == (), name
+    assert files_under(root) == files
+    assert every_kept_version_reads(cat) == rows_read
+    assert ids_of(cat.load_table("ns.b")) == [1]
+    assert cat.load_view("ns.v").metadata.location == f"file://{root}/shared/views/v"

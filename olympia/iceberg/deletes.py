@@ -24,14 +24,24 @@ def checksum_file(path: str) -> str | None:
     return f"{folder}/.{name}.crc"
 
 
+#: The first bytes of every checksum file Hadoop writes (ChecksumFileSystem).
+CHECKSUM_MAGIC = b"crc\x00"
+
+
 def delete_file(io: FileIO, path: str) -> None:
     """Delete ``path`` through ``io`` (raising what ``io.delete`` raises),
-    then, quietly, its Hadoop checksum file if it is a local file."""
+    then, quietly, its Hadoop checksum file if it is a local file and the
+    file at that name is one (it starts with :data:`CHECKSUM_MAGIC`: a table
+    may hold a data file of any name)."""
     io.delete(path)
     crc = checksum_file(path)
-    if crc is not None:
-        with contextlib.suppress(OSError, ValueError):
-            io.delete(crc)
+    if crc is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        with io.new_input(crc).open() as found:
+            if found.read(len(CHECKSUM_MAGIC)) != CHECKSUM_MAGIC:
+                return
+        io.delete(crc)
 
 
 __all__ = ["checksum_file", "delete_file"]

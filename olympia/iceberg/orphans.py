@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from olympia import errors as oe
 from olympia import validate
 from olympia.iceberg import names, purge
 from olympia.iceberg.deletes import delete_file
-from olympia.iceberg.locations import is_under, overlap
+from olympia.iceberg.locations import LocationNotAllowedError, is_under
 from olympia.maintenance import read_pins
 from olympia.proto.actions_pb2 import ActionType
 
@@ -48,6 +48,7 @@ DEFAULT_AGE = timedelta(days=3)
 MIN_AGE = timedelta(hours=24)
 
 _TABLE_WRITES = (ActionType.TABLE_CREATE, ActionType.TABLE_UPDATE, ActionType.TABLE_RENAME)
+_VIEW_WRITES = (ActionType.VIEW_CREATE, ActionType.VIEW_REPLACE)
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,11 @@ def remove_orphan_files(
     namespace, name = names.table_name(table.name())
     places = owner.table_places(table.metadata_location)
     base = location if location is not None else table.metadata.location
-    where = purge.normal_path(owner, base)
-    if where is None or not any(is_under(where, p) for p in places):
+    try:
+        where = owner.locations.check(base, "location")
+    except LocationNotAllowedError as exc:  # malformed, reserved, or not allowed: says which
+        raise ValueError(str(exc)) from None
+    if not any(is_under(where, p) for p in places):
         raise ValueError(
             f"location {base!r} is not inside the location or a write.*.path of table "
             f"{namespace}.{name} ({', '.join(places) or 'none readable'})"
@@ -119,21 +123,20 @@ def remove_orphan_files(
     ]
     if not candidates:
         return OrphanFiles((), dry_run, where)
-    # Tables whose files may lie there: those of the table's places (its own
-    # history, a table created again at the same place), or every table
-    # when the operator lets tables overlap.
-    roots = None if owner.locations.allow_overlap else [*places, where]
+    # Every table and view of the kept versions: a table's files need not
+    # lie under its own places (a write.data.path it gave up since, a table
+    # dropped and another created inside its folder), so none is left out.
     catalog = owner.olympia
     in_force = time.time() * 1000
     pins = [p for p in read_pins(catalog.store.storage) if not p.lapsed(in_force)]
     versions = purge._kept_versions(owner, pins)
-    kept = _reached(owner, roots, versions)
+    kept = _reached(owner, versions)
     # A commit that landed meanwhile may name one of them (add_files, a
     # register of older metadata): the versions since are read once more
     # just before deleting.
     newest = catalog.version
     if newest > versions[-1]:
-        kept |= _reached(owner, roots, list(range(versions[-1], newest + 1)))
+        kept |= _reached(owner, list(range(versions[-1], newest + 1)))
     orphans = [path for path, normal in candidates if normal not in kept]
     if not dry_run:
         for path in orphans:
@@ -144,25 +147,18 @@ def remove_orphan_files(
     return OrphanFiles(tuple(orphans), dry_run, where)
 
 
-def _reached(owner: OlympiaCatalog, roots: list[str] | None, versions: list[int]) -> set[str]:
-    """Every file (normalised) that a table metadata lying under ``roots``
-    (None: anywhere) reaches, of one of ``versions`` or staged by an open
-    distributed transaction.
+def _reached(owner: OlympiaCatalog, versions: list[int]) -> set[str]:
+    """Every file (normalised) that a table or view of one of ``versions``
+    reaches, or one staged by an open distributed transaction: a view its
+    metadata file, a table what :func:`purge.reachable_files` lists.
 
     Raises:
         olympia.OlympiaError: one of them cannot be read in full.
     """
-    locations = [
-        *purge._table_metadata_locations(owner, versions),
-        *_staged_by_open_transactions(owner),
-    ]
-    out: set[str] = set()
-    for metadata_location in dict.fromkeys(locations):
-        if not metadata_location:
-            continue
-        normal = purge.normal_path(owner, metadata_location)
-        if roots is not None and (normal is None or not any(overlap(normal, r) for r in roots)):
-            continue
+    tables, views = _metadata_locations(owner, versions)
+    staged_tables, staged_views = _staged_by_open_transactions(owner)
+    out = {purge.normal_path(owner, v) for v in (*views, *staged_views)}
+    for metadata_location in dict.fromkeys((*tables, *staged_tables)):
         try:
             metadata = owner.read_metadata(metadata_location)
             io = owner._load_file_io(location=metadata_location)
@@ -173,13 +169,48 @@ def _reached(owner: OlympiaCatalog, roots: list[str] | None, versions: list[int]
                 f"kept catalog version, or a file it names, cannot be read ({exc}); nothing "
                 f"was deleted"
             ) from None
-        out.update(p for p in map(lambda f: purge.normal_path(owner, f), reached) if p)
-    return out
+        out.update(purge.normal_path(owner, f) for f in reached)
+    out.discard(None)
+    return out  # type: ignore[return-value]  # None discarded
 
 
-def _staged_by_open_transactions(owner: OlympiaCatalog) -> Iterator[str]:
-    """The metadata locations the open distributed transactions staged."""
+def _metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> tuple[list[str], list[str]]:
+    """(table metadata locations, view metadata locations) of every table
+    and view of ``versions``: all of the first, then what each next version
+    added or changed (a tree diff)."""
     catalog = owner.olympia
+    tables: dict[str, None] = {}
+    views: dict[str, None] = {}
+    previous: int | None = None
+    for version in versions:
+        try:
+            view = catalog.at_version(version)
+            if previous is None:
+                for namespace in view.list_namespaces():
+                    for name in view.list_tables(namespace):
+                        tables[view.describe_table(namespace, name).metadata_location] = None
+                    for name in view.list_views(namespace):
+                        views[view.describe_view(namespace, name).metadata_location] = None
+            else:
+                for change in catalog.diff(previous, version):
+                    if change.change == "removed" or change.kind not in ("table", "view"):
+                        continue
+                    namespace, name = change.parts
+                    if change.kind == "table":
+                        tables[view.describe_table(namespace, name).metadata_location] = None
+                    elif change.kind == "view":
+                        views[view.describe_view(namespace, name).metadata_location] = None
+        except oe.VersionNotFoundError:
+            continue  # expired meanwhile: nobody can read it any more
+        previous = version
+    return [t for t in tables if t], [v for v in views if v]
+
+
+def _staged_by_open_transactions(owner: OlympiaCatalog) -> tuple[list[str], list[str]]:
+    """(table, view) metadata locations the open distributed transactions staged."""
+    catalog = owner.olympia
+    tables: list[str] = []
+    views: list[str] = []
     for info in catalog.list_transactions(include_expired=True):
         try:
             txn = catalog.resume(info.id, recover_after_seconds=0, expired=True)
@@ -192,7 +223,10 @@ def _staged_by_open_transactions(owner: OlympiaCatalog) -> Iterator[str]:
             ) from None
         for action in txn.actions:
             if action.type in _TABLE_WRITES and action.table.metadata_location:
-                yield action.table.metadata_location
+                tables.append(action.table.metadata_location)
+            elif action.type in _VIEW_WRITES and action.view.metadata_location:
+                views.append(action.view.metadata_location)
+    return tables, views
 
 
 def _listing(io: FileIO, location: str) -> list[tuple[str, float | None]]:

@@ -64,7 +64,11 @@ class RegisterTableRequest(_Body):
 
 
 class RemoveOrphanFilesRequest(_Body):
-    """olympia's orphan clean-up of one table (spec/rest.md §11)."""
+    """olympia's orphan clean-up of one table (spec/rest.md §11): typed
+    strictly, since it deletes files (``"dry-run": "no"`` is refused, not
+    read as false)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore", strict=True)
 
     older_than_ms: int | None = Field(alias="older-than-ms", default=None)
     location: str | None = None
