@@ -445,3 +445,35 @@ def test_orphan_clean_up_keeps_files_other_tables_and_views_keep_in_its_folder(
     assert every_kept_version_reads(cat) == rows_read
     assert ids_of(cat.load_table("ns.b")) == [1]
     assert cat.load_view("ns.v").metadata.location == f"file://{root}/shared/views/v"
+
+
+def test_orphan_clean_up_over_rest_keeps_what_the_servers_open_transactions_staged(
+    tmp_path: Path,
+) -> None:
+    """A /txn transaction lives in the server's memory: an old file it adds
+    with add_files was deleted by a clean-up that ran while it was open
+    (the adversary), and its commit then published a table that could not
+    be read. The server now keeps what its own open transactions staged."""
+    import pyarrow.parquet as pq
+    import requests
+    from pyiceberg.catalog import load_catalog
+    from rest_helpers import PREFIX, serve
+
+    with serve(tmp_path) as served:
+        client = served.client()
+        client.create_namespace("ns")
+        client.create_table(("ns", "t"), SCHEMA).append(rows([1]))
+        root = Path(served.warehouse.removeprefix("file://"))
+        imported = root / "ns.db" / "t" / "data" / "import" / "old.parquet"
+        imported.parent.mkdir()
+        pq.write_table(rows([9]), imported)
+        age(root)
+        begun = requests.post(f"{served.uri}/txn", json={}, timeout=10).json()
+        inside = load_catalog("in", **{"type": "rest", "uri": f"{served.uri}/txn/{begun['id']}"})
+        inside.load_table(("ns", "t")).add_files([f"file://{imported}"])
+        url = f"{served.uri}/v1/{PREFIX}/namespaces/ns/tables/t/orphan-files"
+        done = requests.post(url, json={}, timeout=30)
+        assert done.status_code == 200 and done.json()["orphan-file-locations"] == []
+        assert imported.exists()
+        assert requests.post(f"{served.uri}/txn/{begun['id']}/commit", timeout=30).ok
+        assert ids_of(client.load_table(("ns", "t"))) == [1, 9]

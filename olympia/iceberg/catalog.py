@@ -622,6 +622,7 @@ class OlympiaCatalog(MetastoreCatalog):
         older_than: datetime | None = None,
         location: str | None = None,
         dry_run: bool = False,
+        staged: Iterable[str] = (),
     ) -> orphans.OrphanFiles:
         """Delete the files under the table's location (or ``location``, a
         folder inside it or inside a ``write.*.path`` of it) written before
@@ -630,6 +631,9 @@ class OlympiaCatalog(MetastoreCatalog):
         (spec/iceberg.md §4, "Orphan files"): Iceberg's own clean-up keeps
         only what the current metadata reaches, and would delete what older
         catalog versions read. With ``dry_run``, nothing is deleted.
+        ``staged``: table metadata locations that transactions whose state
+        is not in the catalog have staged (a REST server's own open ones),
+        whose files are kept too.
 
         Raises:
             NoSuchTableError; ValueError (``older_than``, ``location``);
@@ -637,7 +641,12 @@ class OlympiaCatalog(MetastoreCatalog):
                 (nothing was deleted).
         """
         return orphans.remove_orphan_files(
-            self, identifier, older_than=older_than, location=location, dry_run=dry_run
+            self,
+            identifier,
+            older_than=older_than,
+            location=location,
+            dry_run=dry_run,
+            staged=staged,
         )
 
     def run_purges(self) -> purge.PurgeResult:

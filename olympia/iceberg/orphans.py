@@ -69,10 +69,13 @@ def remove_orphan_files(
     older_than: datetime | None = None,
     location: str | None = None,
     dry_run: bool = False,
+    staged: Iterable[str] = (),
 ) -> OrphanFiles:
     """Delete the files under the location of table ``identifier`` (or under
     ``location``, a folder inside one of the table's places) that no kept
-    catalog version and no open distributed transaction reaches, written
+    catalog version and no open distributed transaction reaches, nor the
+    table metadata in ``staged`` (what transactions whose state is not in
+    the catalog staged: a REST server passes its open local ones), written
     before ``older_than`` (default: three days ago; at least 24 hours ago).
 
     Raises:
@@ -130,13 +133,14 @@ def remove_orphan_files(
     in_force = time.time() * 1000
     pins = [p for p in read_pins(catalog.store.storage) if not p.lapsed(in_force)]
     versions = purge._kept_versions(owner, pins)
-    kept = _reached(owner, versions)
+    staged = list(staged)  # transactions whose state is not in the catalog (a server's own)
+    kept = _reached(owner, versions, staged)
     # A commit that landed meanwhile may name one of them (add_files, a
     # register of older metadata): the versions since are read once more
     # just before deleting.
     newest = catalog.version
     if newest > versions[-1]:
-        kept |= _reached(owner, list(range(versions[-1], newest + 1)))
+        kept |= _reached(owner, list(range(versions[-1], newest + 1)), staged)
     orphans = [path for path, normal in candidates if normal not in kept]
     if not dry_run:
         for path in orphans:
@@ -147,10 +151,11 @@ def remove_orphan_files(
     return OrphanFiles(tuple(orphans), dry_run, where)
 
 
-def _reached(owner: OlympiaCatalog, versions: list[int]) -> set[str]:
+def _reached(owner: OlympiaCatalog, versions: list[int], staged: list[str]) -> set[str]:
     """Every file (normalised) that a table or view of one of ``versions``
-    reaches, or one staged by an open distributed transaction: a view its
-    metadata file, a table what :func:`purge.reachable_files` lists.
+    reaches, or one staged by an open distributed transaction or named in
+    ``staged`` (table metadata locations): a view its metadata file, a
+    table what :func:`purge.reachable_files` lists.
 
     Raises:
         olympia.OlympiaError: one of them cannot be read in full.
@@ -158,7 +163,7 @@ def _reached(owner: OlympiaCatalog, versions: list[int]) -> set[str]:
     tables, views = _metadata_locations(owner, versions)
     staged_tables, staged_views = _staged_by_open_transactions(owner)
     out = {purge.normal_path(owner, v) for v in (*views, *staged_views)}
-    for metadata_location in dict.fromkeys((*tables, *staged_tables)):
+    for metadata_location in dict.fromkeys((*tables, *staged_tables, *staged)):
         try:
             metadata = owner.read_metadata(metadata_location)
             io = owner._load_file_io(location=metadata_location)

@@ -378,6 +378,13 @@ class OpenTransactions:
                 **commit_info_properties(txn.commit_info),
             }
 
+    def staged_metadata(self) -> list[str]:
+        """The table metadata locations the open local transactions staged
+        (their state lives in this server's memory only)."""
+        with self._lock:
+            open_now = list(self._local.values())
+        return [m for txn in open_now for m in txn.staged_locations().values() if m]
+
     def local_ids(self) -> list[str]:
         with self._lock:
             return sorted(self._local)

@@ -285,6 +285,7 @@ def remove_orphan_files(
             older_than=older_than,
             location=request.location,
             dry_run=request.dry_run,
+            staged=s.sessions.staged_metadata() if s.sessions is not None else (),
         )
     return json_response(
         {
