@@ -264,6 +264,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         "export",
         "expire",
         "fsck",
+        "orphans",
         "txn",
     ):
         res = run(command, "--help")
