@@ -104,6 +104,8 @@ class Transaction(CatalogReader):
         self.id = txn_id or uuid.uuid4().hex
         self.isolation = isolation
         self.max_attempts = max_attempts
+        #: Set while :meth:`_publish` runs: nothing may be recorded then.
+        self._committing = False
         #: A distributed transaction resumed past its TTL: it can only be
         #: rolled back (spec/transactions.md §6.6).
         self._past_ttl = past_ttl
@@ -290,6 +292,14 @@ class Transaction(CatalogReader):
         If storing fails, the actions and (with ``undo_state``) the changes
         applied since ``record_undo`` are undone: the operation has no effect.
         """
+        if self._committing:
+            # Its actions were counted and checked when the commit started: one
+            # recorded now (a content-merge hook reading through the
+            # transaction) would be published unchecked, or not add up.
+            raise TransactionClosedError(
+                f"transaction {self.id} is committing: no operation may be recorded in it "
+                f"until the commit ends (read the version given to the hook instead)"
+            )
         log = self._actions
         mark = len(log)
         for read_type, read_key, found in reads:
@@ -739,6 +749,14 @@ class Transaction(CatalogReader):
         if nothing_to_publish(self._actions, self.isolation):
             return self.begin_version
         own = self._keys.transaction(self.id) if self._steps.record is not None else None
+        self._committing = True
+        try:
+            return self._run_commit(own)
+        finally:
+            self._committing = False
+
+    def _run_commit(self, own: str | None) -> int:
+        """Run one commit (spec/transactions.md §3) of this transaction."""
         attempt = Commit(
             self._store,
             self._root,

@@ -179,6 +179,32 @@ def test_other_errors_of_the_hook_fail_the_commit(tmp_path: Path) -> None:
         assert cat.version == version
 
 
+def test_a_hook_reading_through_its_transaction_fails_the_commit(tmp_path: Path) -> None:
+    """A hook that reads through the transaction while it commits recorded
+    an action after the core had counted and checked them (the Iceberg
+    layer's place check did: group-commit roots did not add up). The core
+    now refuses to record anything while it commits, and says so."""
+    cat = _catalog(tmp_path)
+
+    class ReadsThrough(UnionMerge):
+        def rebase(self, latest: CatalogReader, changed: frozenset[str]) -> Mapping[str, str]:
+            self.txn.describe_table("a", "y")
+            return super().rebase(latest, changed)
+
+    first, second = cat.begin(), cat.begin()
+    _append(first, "a.x", "p1")
+    _append(second, "a.x", "p2")
+    second.set_content_merge(ReadsThrough(second, [("a", "x")]))
+    counted = len(second.actions)
+    version = first.commit()
+    with pytest.raises(olympia.TransactionClosedError, match="is committing"):
+        second.commit()
+    assert len(second.actions) == counted
+    assert second.status == "failed"
+    assert cat.version == version
+    assert _location(cat, "a.x") == "x0,p1"
+
+
 def test_hook_sees_each_new_version_once_and_only_changed_keys(tmp_path: Path) -> None:
     cat = _catalog(tmp_path)
     pending = cat.begin()
