@@ -181,34 +181,12 @@ def _reached(owner: OlympiaCatalog, versions: list[int], staged: list[str]) -> s
 
 def _metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> tuple[list[str], list[str]]:
     """(table metadata locations, view metadata locations) of every table
-    and view of ``versions``: all of the first, then what each next version
-    added or changed (a tree diff)."""
-    catalog = owner.olympia
-    tables: dict[str, None] = {}
-    views: dict[str, None] = {}
-    previous: int | None = None
-    for version in versions:
-        try:
-            view = catalog.at_version(version)
-            if previous is None:
-                for namespace in view.list_namespaces():
-                    for name in view.list_tables(namespace):
-                        tables[view.describe_table(namespace, name).metadata_location] = None
-                    for name in view.list_views(namespace):
-                        views[view.describe_view(namespace, name).metadata_location] = None
-            else:
-                for change in catalog.diff(previous, version):
-                    if change.change == "removed" or change.kind not in ("table", "view"):
-                        continue
-                    namespace, name = change.parts
-                    if change.kind == "table":
-                        tables[view.describe_table(namespace, name).metadata_location] = None
-                    elif change.kind == "view":
-                        views[view.describe_view(namespace, name).metadata_location] = None
-        except oe.VersionNotFoundError:
-            continue  # expired meanwhile: nobody can read it any more
-        previous = version
-    return [t for t in tables if t], [v for v in views if v]
+    and view of ``versions``."""
+    found: dict[str, dict[str, None]] = {"table": {}, "view": {}}
+    for kind, location in purge.object_metadata_locations(owner, versions, ("table", "view")):
+        if location:
+            found[kind][location] = None
+    return list(found["table"]), list(found["view"])
 
 
 def _staged_by_open_transactions(owner: OlympiaCatalog) -> tuple[list[str], list[str]]:

@@ -308,24 +308,41 @@ def _kept_versions(owner: OlympiaCatalog, pins: Iterable[Pin]) -> list[int]:
 
 
 def _table_metadata_locations(owner: OlympiaCatalog, versions: list[int]) -> Iterator[str]:
-    """The metadata location of every table in each of ``versions``: all of
-    the first, then what each next version added or changed (a tree diff)."""
+    """The metadata location of every table in each of ``versions``."""
+    return (location for _, location in object_metadata_locations(owner, versions))
+
+
+def object_metadata_locations(
+    owner: OlympiaCatalog, versions: list[int], kinds: tuple[str, ...] = ("table",)
+) -> Iterator[tuple[str, str]]:
+    """``(kind, metadata location)`` of every object of ``kinds`` (``table``,
+    ``view``) in each of ``versions``: all of the first, then what each next
+    version added or changed (a tree diff). A version expired meanwhile is
+    skipped: nobody can read it any more."""
     catalog = owner.olympia
+    describe = {
+        "table": lambda v, ns, n: v.describe_table(ns, n).metadata_location,
+        "view": lambda v, ns, n: v.describe_view(ns, n).metadata_location,
+    }
     previous: int | None = None
     for version in versions:
         try:
             view = catalog.at_version(version)
             if previous is None:
                 for namespace in view.list_namespaces():
-                    for name in view.list_tables(namespace):
-                        yield view.describe_table(namespace, name).metadata_location
+                    if "table" in kinds:
+                        for name in view.list_tables(namespace):
+                            yield "table", describe["table"](view, namespace, name)
+                    if "view" in kinds:
+                        for name in view.list_views(namespace):
+                            yield "view", describe["view"](view, namespace, name)
             else:
                 for change in catalog.diff(previous, version):
-                    if change.kind == "table" and change.change != "removed":
+                    if change.kind in kinds and change.change != "removed":
                         namespace, name = change.parts
-                        yield view.describe_table(namespace, name).metadata_location
+                        yield change.kind, describe[change.kind](view, namespace, name)
         except oe.VersionNotFoundError:
-            continue  # expired meanwhile: nobody can read it any more
+            continue
         previous = version
 
 
