@@ -206,20 +206,66 @@ def test_a_register_in_an_open_transaction_holds_back_a_due_purge(lake) -> None:
     assert ids_of(cat.load_table("ns.back")) == [1, 2]
 
 
-def test_a_register_rolled_back_leaves_the_purge_held_and_the_files_in_place(lake) -> None:
+def test_a_register_rolled_back_gives_the_purge_back(lake) -> None:
+    """A rolled-back register left its claim for good (another open register
+    might share it), so the purged table's files were never deleted. Each
+    register now holds the purge with a file of its own: the last one to
+    end without committing gives the purge back to expiration."""
     cat, root = lake
     metadata = _metadata_of(cat, "ns.t")
     kept = files(root, "ns.db/t/")
     cat.purge_table("ns.t")
-    tx = cat.begin()
-    tx.register_table("ns.back", metadata)
-    tx.rollback()
-    # Another holder may still be open (the claim is shared): kept, never lost.
+    first, second = cat.begin(), cat.begin()
+    first.register_table("ns.back", metadata)
+    second.register_table("ns.again", metadata)
+    first.rollback()
+    # The second still holds it: nothing is deleted.
     assert expire(cat).purged_tables == 0
     assert files(root, "ns.db/t/") == kept
-    assert cat.register_table("ns.back", metadata) is not None
-    assert ids_of(cat.load_table("ns.back")) == [1, 2]
+    second.rollback()
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == []
     assert purge.records(cat) == ([], [])
+    assert not list((root / purge.FOLDER).iterdir())  # no claim or hold left
+
+
+def test_a_register_refused_at_commit_gives_the_purge_back(lake) -> None:
+    """A register whose commit is refused (here: the name was taken
+    meanwhile) published nothing and gives its hold back too."""
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    tx = cat.begin()
+    tx.register_table("ns.back", metadata)
+    cat.create_table("ns.back", SCHEMA)
+    with pytest.raises(Exception, match="back"):
+        tx.commit()
+    assert expire(cat).purged_tables == 1
+    assert files(root, "ns.db/t/") == []
+
+
+def test_a_register_that_shared_a_claim_now_gone_still_holds_the_purge(lake) -> None:
+    """A register that found another's claim relies on its own hold: when the
+    other ends and the claim goes, a run sees the hold and waits."""
+    cat, root = lake
+    metadata = _metadata_of(cat, "ns.t")
+    kept = files(root, "ns.db/t/")
+    cat.purge_table("ns.t")
+    first, second = cat.begin(), cat.begin()
+    first.register_table("ns.back", metadata)
+    second.register_table("ns.again", metadata)
+    (rec,), _ = purge.records(cat)
+    storage = cat.olympia.store.storage
+    storage.delete(purge.hold_path(rec, first.id))
+    storage.delete(purge.claim_path(rec))  # as an earlier build's rollback might leave it
+    assert expire(cat).purged_tables == 0
+    assert files(root, "ns.db/t/") == kept
+    assert not storage.exists(purge.claim_path(rec))  # the run gave its claim back
+    second.commit()
+    assert ids_of(cat.load_table("ns.again")) == [1, 2]
+    assert purge.records(cat) == ([], [])
+    assert expire(cat).purged_tables == 0
+    assert ids_of(cat.load_table("ns.again")) == [1, 2]
 
 
 def test_a_register_while_a_run_deletes_the_files_is_refused(lake) -> None:

@@ -66,6 +66,7 @@ FORMAT = 1
 PURGING = b"purge"
 CANCELLED = b"cancel"
 _CLAIM = ".claim"
+_HOLD = ".hold-"
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,17 @@ def run(owner: OlympiaCatalog) -> PurgeResult:
     storage = owner.olympia.store.storage
     # Claimed before the kept versions are read: a register that claimed a
     # record first holds it back; one that comes later is refused (hold).
-    due = [r for r in todo.due if claim(storage, r, PURGING)[1].startswith(PURGING)]
+    due = []
+    for rec in todo.due:
+        made, standing = claim(storage, rec, PURGING)
+        if not standing.startswith(PURGING):
+            continue
+        if _holds(storage, rec):  # a register holds it, whose own claim went: it waits
+            if made:
+                with contextlib.suppress(oe.StorageError):
+                    storage.delete(claim_path(rec))
+            continue
+        due.append(rec)
     held = len(todo.due) - len(due)
     kept = _kept_files(owner, [r.location for r in due], _kept_versions(owner, todo.pins))
     deleted = 0
@@ -270,17 +281,27 @@ def hold(
         own = normal_path(owner, rec.location)
         if own is None or not any(overlap(own, t) for t in targets):
             continue
+        # This transaction's own hold first, then the shared claim: a run
+        # claims, then looks for holds (:func:`run`), so one of the two
+        # always sees the other.
+        with contextlib.suppress(oe.StorageFileExistsError):
+            storage.put_if_absent(hold_path(rec, txn_id), txn_id.encode())
         made, standing = claim(storage, rec, CANCELLED + b" " + txn_id.encode())
         if standing.startswith(CANCELLED):
             if storage.exists(rec.path):
                 held.append(rec)
                 continue
+            with contextlib.suppress(oe.StorageError):
+                storage.delete(hold_path(rec, txn_id))
             if not made:  # another register committed and released it: no purge left
                 continue
             # Made after the record went: a run finished (it deletes the
             # record, then its claim), or a register released it.
             with contextlib.suppress(oe.StorageError):
                 storage.delete(claim_path(rec))
+        else:
+            with contextlib.suppress(oe.StorageError):
+                storage.delete(hold_path(rec, txn_id))
         raise oe.InvalidArgumentError(
             f"cannot register {what}: the files of table {rec.table} at {rec.location}, "
             f"purged by version {rec.version}, are being deleted or are gone (if the "
@@ -289,14 +310,42 @@ def hold(
     return held
 
 
-def release(owner: OlympiaCatalog, held: Iterable[PurgeRecord]) -> None:
-    """Delete purge records held back by a register that committed: the
-    table is back, and its files are the registered table's."""
+def release(owner: OlympiaCatalog, held: Iterable[PurgeRecord], txn_id: str) -> None:
+    """Delete purge records held back by a register of transaction
+    ``txn_id`` that committed: the table is back, and its files are the
+    registered table's."""
     storage = owner.olympia.store.storage
     for rec in held:
         with contextlib.suppress(oe.StorageError):
             storage.delete(rec.path)
             storage.delete(claim_path(rec))
+            storage.delete(hold_path(rec, txn_id))
+
+
+def unhold(owner: OlympiaCatalog, held: Iterable[PurgeRecord], txn_id: str) -> None:
+    """Give back the purges a register of transaction ``txn_id`` held, when
+    it ends without committing: its hold goes, and the shared claim with it
+    once no transaction holds the record any more, so that a later run
+    carries the purge out (a register that claims meanwhile has written its
+    hold first, which the run sees)."""
+    storage = owner.olympia.store.storage
+    for rec in held:
+        with contextlib.suppress(oe.StorageError):
+            storage.delete(hold_path(rec, txn_id))
+            if not _holds(storage, rec) and _cancelled(storage, rec):
+                storage.delete(claim_path(rec))
+
+
+def hold_path(rec: PurgeRecord, txn_id: str) -> str:
+    """The hold of ``rec`` by transaction ``txn_id`` (its name ends in
+    ``.claim``: earlier builds, which list records, skip it)."""
+    return f"{rec.path.removesuffix('.json')}{_HOLD}{txn_id}{_CLAIM}"
+
+
+def _holds(storage: Storage, rec: PurgeRecord) -> list[str]:
+    """The holds of ``rec`` that exist."""
+    prefix = f"{rec.path.removesuffix('.json')}{_HOLD}"
+    return [p for p in storage.list(FOLDER) if p.startswith(prefix)]
 
 
 def _kept_versions(owner: OlympiaCatalog, pins: Iterable[Pin]) -> list[int]:

@@ -1987,18 +1987,15 @@ class IcebergTransaction:
         try:
             version = self.olympia_transaction.commit()
         except oe.CommitTimeoutError as exc:  # nothing was published (§8.5)
-            self._delete_written()
-            self._drop_state()
+            self._end_unpublished()
             raise CommitTimeoutException(str(exc)) from exc
         except oe.CommitConflictError as exc:
             if exc.rule not in _ANOTHER_PROCESS_HOLDS_IT:
-                self._delete_written()
-                self._drop_state()
+                self._end_unpublished()
             raise self.conflict(exc) from exc
         except BaseException as exc:
             if exc is self.merge.failure:  # the hook failed the commit: nothing was published
-                self._delete_written()
-                self._drop_state()
+                self._end_unpublished()
             raise
         self._drop_state()
         if self.merge.obsolete_files:
@@ -2007,7 +2004,7 @@ class IcebergTransaction:
             self._after_commit.append(functools.partial(purge.record, self.owner, intent))
         if self.held_purges:
             held = list(self.held_purges)
-            self._after_commit.append(lambda _version: purge.release(self.owner, held))
+            self._after_commit.append(lambda _version: purge.release(self.owner, held, self.id))
         for action in self._after_commit:
             try:
                 action(version)
@@ -2038,7 +2035,19 @@ class IcebergTransaction:
             self.olympia_transaction.rollback()
         except oe.CommitConflictError as exc:
             raise self.conflict(exc) from exc
+        self._end_unpublished()
+
+    def _end_unpublished(self) -> None:
+        """What a transaction that published nothing leaves behind goes: the
+        files it wrote, the purges its registers held (spec/iceberg.md §4),
+        its sidecar."""
         self._delete_written()
+        if self.held_purges:
+            try:
+                purge.unhold(self.owner, self.held_purges, self.id)
+            except Exception:  # a purge still held is only an orphan kept longer
+                logger.warning("transaction %s could not give back its held purges", self.id)
+            self.held_purges = []
         self._drop_state()
 
     def _delete_obsolete(self, _version: int) -> None:
