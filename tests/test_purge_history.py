@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from iceberg_helpers import ids_of, olympia_catalog, rows, table_files
@@ -206,18 +207,24 @@ def test_a_register_in_an_open_transaction_holds_back_a_due_purge(lake) -> None:
     assert ids_of(cat.load_table("ns.back")) == [1, 2]
 
 
+def _two_registers_of_a_purged_table(cat: OlympiaCatalog) -> tuple[Any, Any]:
+    """ns.t purged, then registered again by two open transactions."""
+    metadata = _metadata_of(cat, "ns.t")
+    cat.purge_table("ns.t")
+    first, second = cat.begin(), cat.begin()
+    first.register_table("ns.back", metadata)
+    second.register_table("ns.again", metadata)
+    return first, second
+
+
 def test_a_register_rolled_back_gives_the_purge_back(lake) -> None:
     """A rolled-back register left its claim for good (another open register
     might share it), so the purged table's files were never deleted. Each
     register now holds the purge with a file of its own: the last one to
     end without committing gives the purge back to expiration."""
     cat, root = lake
-    metadata = _metadata_of(cat, "ns.t")
     kept = files(root, "ns.db/t/")
-    cat.purge_table("ns.t")
-    first, second = cat.begin(), cat.begin()
-    first.register_table("ns.back", metadata)
-    second.register_table("ns.again", metadata)
+    first, second = _two_registers_of_a_purged_table(cat)
     first.rollback()
     # The second still holds it: nothing is deleted.
     assert expire(cat).purged_tables == 0
@@ -248,12 +255,8 @@ def test_a_register_that_shared_a_claim_now_gone_still_holds_the_purge(lake) -> 
     """A register that found another's claim relies on its own hold: when the
     other ends and the claim goes, a run sees the hold and waits."""
     cat, root = lake
-    metadata = _metadata_of(cat, "ns.t")
     kept = files(root, "ns.db/t/")
-    cat.purge_table("ns.t")
-    first, second = cat.begin(), cat.begin()
-    first.register_table("ns.back", metadata)
-    second.register_table("ns.again", metadata)
+    first, second = _two_registers_of_a_purged_table(cat)
     (rec,), _ = purge.records(cat)
     storage = cat.olympia.store.storage
     storage.delete(purge.hold_path(rec, first.id))
